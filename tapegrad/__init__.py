@@ -1,0 +1,43 @@
+"""tapegrad: PyTorch's autograd API on a flat Wengert tape swept by compiled Numba code.
+
+    import tapegrad as torch
+    x = torch.tensor([2.0], requires_grad=True)
+    z = x * 3 + 5
+    z.backward(); x.grad          # tensor([3.])
+"""
+from . import dtypes as _dtypes
+from .dtypes import get_default_dtype, set_default_dtype
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
+                        no_grad, set_grad_enabled)
+from .tape import Tape, current_tape
+from .tensor import Size, Tensor
+from .elementwise import (FUNCTIONS as _EW, clamp, clamp_max, clamp_min, where)
+from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, reshape, split,
+                        squeeze, stack, t, transpose, unbind, unsqueeze, view)
+from .reductions import amax, amin, argmax, argmin, max, mean, min, norm, prod, std, sum, var
+from .linalg import bmm, dot, matmul, mm, mv, outer
+from .factories import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
+                        linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
+                        randn_like, tensor, zeros, zeros_like)
+from . import autograd  # noqa: E402
+
+globals().update(_EW)
+clip = clamp
+concat = concatenate = cat
+float64 = double = _dtypes.float64
+float32 = float = _dtypes.float32
+float16 = half = _dtypes.float16
+int64 = long = _dtypes.int64
+int32 = int = _dtypes.int32
+int16, int8, uint8 = _dtypes.int16, _dtypes.int8, _dtypes.uint8
+bool = _dtypes.bool_
+dtype = _dtypes.dtype
+__version__ = "0.1.0"
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(input):
+    return input.numel()

@@ -1,0 +1,194 @@
+"""The engine: seed output adjoints, run the compiled sweep, deliver gradients.
+
+A backward may span several tapes (a tensor of an older tape used on a newer one is an
+``external`` source entry there): tapes are swept newest first, and the adjoint that
+reaches an external entry seeds the tensor's own tape.  Leaf gradients are summed over
+all tapes before they are written into ``.grad`` (AccumulateGrad).
+"""
+import numpy as np
+
+from .. import tape as tp
+from ..kernels.reverse import mark, sweep
+from ..tensor import Tensor, _leaf, _norm
+
+def _as_tuple(x):
+    if x is None:
+        return ()
+    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
+
+
+def _seeds(outputs, grad_outputs, what="grad_output"):
+    """Validated seed arrays for ``outputs`` (PyTorch's messages)."""
+    grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"{what} should be a sequence of length {len(outputs)}, "
+                           f"but got {len(grads)}")
+    seeds = []
+    for k, (out, g) in enumerate(zip(outputs, grads)):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 0, "
+                            f"but got {type(out).__name__}")
+        if not out._rg:
+            raise RuntimeError(f"element {k} of tensors does not require grad and does not "
+                               "have a grad_fn")
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            seeds.append(np.ones(out.shape))
+            continue
+        garr = np.asarray(g._arr if isinstance(g, Tensor) else g, dtype=np.float64)
+        if garr.shape != tuple(out.shape):
+            from ..tensor import Size
+            raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of "
+                               f"{Size(garr.shape)!r} and output[{k}] has a shape of "
+                               f"{out.shape!r}.".replace("tapegrad.", "torch."))
+        seeds.append(garr)
+    return seeds
+
+
+def _entry_size(t, e):
+    m = t.META[e]
+    return 1 if m < 0 else int(t.IAUX[m])
+
+
+def run(outputs, seeds, retain_graph, wanted=None):
+    """Sweep from ``outputs`` seeded with ``seeds``.  Returns ``(leaf_grads, wanted_grads)``:
+    leaf id -> (leaf, float64 array) for every leaf reached, and the adjoints of the
+    ``wanted`` tensors (None where not reached)."""
+    wanted = wanted or ()
+    want_at = {}                      # (tape uid, entry) -> position in wanted
+    for k, w in enumerate(wanted):
+        if w._t is not None:
+            want_at[(w._t.uid, w._i)] = k
+    found = [None] * len(wanted)
+    leaf_grads = {}
+    pending = {}
+    tapes = {}
+    for out, s in zip(outputs, seeds):
+        if out._t is None:
+            _add_leaf(leaf_grads, out, s)
+            continue
+        tapes[out._t.uid] = out._t
+        pending.setdefault(out._t.uid, []).append((out._i, s))
+    while pending:
+        uid = max(pending)
+        t = tapes[uid]
+        _sweep_tape(t, pending.pop(uid), retain_graph, leaf_grads, pending, tapes, want_at, found)
+    for k, w in enumerate(wanted):
+        if w._t is None and id(w) in leaf_grads:
+            found[k] = leaf_grads[id(w)][1]
+    return leaf_grads, found
+
+
+def _add_leaf(acc, leaf, g):
+    prev = acc.get(id(leaf))
+    acc[id(leaf)] = (leaf, g.copy() if prev is None else prev[1] + g)
+
+
+def _sweep_tape(t, seeds, retain_graph, leaf_grads, pending, tapes, want_at, found):
+    t.flush()
+    n = t.next
+    live = np.zeros(n, np.uint8)
+    top = 0
+    for e, _ in seeds:
+        live[e] = 1
+        top = max(top, e)
+    if mark(top, t.OP, t.A, t.B, t.META, t.IAUX, t.FLAGS, live) >= 0 or t.released:
+        raise RuntimeError(tp.SECOND_BACKWARD)
+    G = np.zeros(t.nv)
+    OFF = t.OFF
+    for e, s in seeds:
+        G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)
+    lo = int(np.argmax(live))
+    scratch = np.empty(2 * t.max_size)
+    sweep(lo, top + 1, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.V, G, live, scratch)
+
+    def adjoint(e, shape):
+        return G[OFF[e]:OFF[e] + _entry_size(t, e)].reshape(shape)
+
+    for e, src in t.sources.items():
+        if live[e]:
+            if src._t is None:
+                _add_leaf(leaf_grads, src, adjoint(e, src.shape))
+            else:
+                tapes[src._t.uid] = src._t
+                pending.setdefault(src._t.uid, []).append((src._i, adjoint(e, src.shape).copy()))
+    for e, x in t.retained.items():
+        if live[e]:
+            _accumulate(x, adjoint(e, x.shape))
+    for (uid, e), k in want_at.items():
+        if uid == t.uid and live[e]:
+            found[k] = adjoint(e, t.shape(e)).copy()
+    if not retain_graph:
+        _consume(t, live, n)
+
+
+def _consume(t, live, n):
+    src = (t.OP[:n] >= tp.LEAF) & (t.OP[:n] <= tp.EXTERNAL)
+    swept = live.astype(bool) & ~src
+    t.FLAGS[:n][swept] |= tp.CONSUMED
+    if np.all((t.FLAGS[:n] & tp.CONSUMED).astype(bool) | src):
+        t.release()
+        tp.replace_default(t)
+
+
+def _accumulate(x, g):
+    """AccumulateGrad: add ``g`` (float64) into ``x.grad`` in x's dtype."""
+    g = np.asarray(g, x.dtype.np)
+    old = x.grad
+    if old is None:
+        x.grad = _leaf(_norm(g.copy() if g.ndim else g))
+    else:
+        old._d = _norm(np.asarray(old._arr + g))
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None,
+             grad_variables=None):
+    """``tapegrad.autograd.backward``: accumulate d(tensors)/d(leaves) into ``.grad``."""
+    if create_graph:
+        raise RuntimeError("create_graph=True (higher-order gradients) is not supported yet")
+    outputs = _as_tuple(tensors)
+    seeds = _seeds(outputs, grad_tensors)
+    if retain_graph is None:
+        retain_graph = create_graph
+    inputs = _as_tuple(inputs)
+    if inputs:
+        _, found = run(outputs, seeds, retain_graph, inputs)
+        for x, g in zip(inputs, found):
+            if g is not None:
+                _accumulate(x, g)
+        return
+    leaf_grads, _ = run(outputs, seeds, retain_graph)
+    for leaf, g in leaf_grads.values():
+        if leaf._rg:
+            _accumulate(leaf, g)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """``tapegrad.autograd.grad``: the gradients of ``outputs`` w.r.t. ``inputs``."""
+    if create_graph:
+        raise RuntimeError("create_graph=True (higher-order gradients) is not supported yet")
+    outputs = _as_tuple(outputs)
+    inputs = _as_tuple(inputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    for x in inputs:
+        if not isinstance(x, Tensor) or not x._rg:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    seeds = _seeds(outputs, grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    _, found = run(outputs, seeds, retain_graph, inputs)
+    result = []
+    for x, g in zip(inputs, found):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+            result.append(_leaf(_norm(np.zeros(x.shape, x.dtype.np))) if materialize_grads
+                          else None)
+        else:
+            result.append(_leaf(_norm(np.asarray(g, x.dtype.np))))
+    return tuple(result)

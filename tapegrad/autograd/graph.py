@@ -1,0 +1,179 @@
+"""PyTorch-style graph objects, rebuilt on demand from tape entries.
+
+A ``Node`` is a view of one tape entry: it holds the tape weakly and is cached per
+entry.  ``next_functions`` reads the entry's input buffers: a leaf's source entry shows
+as its ``AccumulateGrad``, a constant as ``None``, a hidden entry (a broadcast, or an
+inner step of a composite op) is looked through to the visible nodes behind it.
+Nothing here computes gradients: the compiled sweep does.
+"""
+import weakref
+
+import numpy as np
+
+from ..ops.table import CODE, OPS
+from ..tape import CONSUMED, HIDDEN
+
+_LEAF, _CONST, _EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
+_CAT = {CODE["cat"], CODE["stack"]}
+
+
+class Node:
+    """``grad_fn`` of a recorded tensor: a view of tape entry ``_i``."""
+
+    __slots__ = ("_tape", "_i", "_meta", "__weakref__")
+
+    def __init__(self, tape, i):
+        self._tape = weakref.ref(tape)
+        self._i = i
+        self._meta = None
+
+    def _t(self):
+        t = self._tape()
+        if t is None:
+            raise RuntimeError("the tape of this Node has been freed")
+        return t
+
+    def name(self):
+        t = self._t()
+        return t.names.get(self._i) or self._op_name(t)
+
+    def _op_name(self, t):
+        i = self._i
+        op = OPS[t.OP[i]]
+        if op.node_lconst and t.A[i] < 0:
+            return op.node_lconst
+        if op.node_rconst and t.B[i] < 0:
+            return op.node_rconst
+        return op.node
+
+    @property
+    def next_functions(self):
+        t = self._t()
+        t.flush()
+        out = []
+        for j in _inputs(t, self._i):
+            if j < 0:
+                out.append((None, 0))
+            else:
+                out.extend(_visible(t, j))
+        if self._i in t.names:   # a composite: each input once
+            seen, uniq = set(), []
+            for nf in out:
+                key = id(nf[0])
+                if nf[0] is not None and key not in seen:
+                    seen.add(key)
+                    uniq.append(nf)
+            out = uniq
+        return tuple(out)
+
+    @property
+    def metadata(self):
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    def __getattr__(self, attr):
+        if attr.startswith("_saved_"):
+            t = self._t()
+            op = OPS[t.OP[self._i]]
+            what = attr[len("_saved_"):]
+            if what in op.saves:
+                return _saved(t, self._i, what)
+        raise AttributeError(f"'{self.name()}' object has no attribute '{attr}'")
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+
+class AccumulateGrad:
+    """The node that writes a leaf's gradient into ``.grad``."""
+
+    __slots__ = ("variable", "_meta", "__weakref__")
+
+    def __init__(self, variable):
+        self.variable = variable
+        self._meta = None
+
+    def name(self):
+        return "AccumulateGrad"
+
+    next_functions = ()
+
+    @property
+    def metadata(self):
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {hex(id(self))}>"
+
+
+def accumulate_grad(leaf):
+    """The leaf's AccumulateGrad, one per leaf (held weakly by the leaf, as in PyTorch)."""
+    ref = leaf.__dict__.get("_acc")
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(leaf)
+        leaf._acc = weakref.ref(acc)
+    return acc
+
+
+def node_of(t, i):
+    node = t.views.get(i)
+    if node is None:
+        node = t.views[i] = Node(t, i)
+    return node
+
+
+def _inputs(t, i):
+    """Input buffers of entry i, in PyTorch's order; -1 for a Python-number operand on
+    the right (a number on the left is not an input: ``3 - x`` has one next function)."""
+    op = t.OP[i]
+    if op in _CAT:
+        m = t.META[i]
+        e = m + 2 + t.IAUX[m + 1]
+        return [int(t.IAUX[e + 2 + 2 * k]) for k in range(t.IAUX[e + 1])]
+    arity = OPS[op].arity
+    a, b = int(t.A[i]), int(t.B[i])
+    if arity == 1:
+        return [a]
+    return [b] if a < 0 else [a, b]
+
+
+def _visible(t, j):
+    """(node, input_nr) pairs that buffer j stands for, looking through hidden entries."""
+    out, stack = [], [j]
+    while stack:
+        j = stack.pop()
+        op = t.OP[j]
+        if op == _LEAF:
+            out.append((accumulate_grad(t.sources[j]), 0))
+        elif op == _CONST:
+            out.append((None, 0))
+        elif op == _EXTERNAL:
+            x = t.sources[j]
+            out.append((x.grad_fn, 0))
+        elif t.FLAGS[j] & HIDDEN:
+            stack.extend(reversed([k for k in _inputs(t, j) if k >= 0]))
+        else:
+            out.append((node_of(t, j), 0))
+    return out
+
+
+def _saved(t, i, what):
+    from ..tensor import from_array
+    if t.FLAGS[i] & CONSUMED and t.released:
+        t.value(i)  # raises PyTorch's "freed" error
+    if what == "result":
+        j = i
+    elif what == "self":
+        j = int(t.A[i])
+    elif what == "other":
+        j = int(t.B[i])
+    else:
+        m = t.META[i]
+        return from_array(np.array(t.IAUX[m + 2 + t.IAUX[m + 1]:]))
+    if j < 0:
+        return t.C[i]
+    return from_array(t.value(j))

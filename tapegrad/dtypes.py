@@ -1,0 +1,71 @@
+"""dtypes: PyTorch's names over NumPy's types."""
+import numpy as np
+
+
+class dtype:
+    __slots__ = ("name", "np", "is_floating_point", "itemsize", "_rank")
+
+    def __init__(self, name, np_type, rank):
+        self.name = name
+        self.np = np.dtype(np_type)
+        self.is_floating_point = self.np.kind == "f"
+        self.itemsize = self.np.itemsize
+        self._rank = rank  # promotion order within and across categories
+
+    def __repr__(self):
+        return f"tapegrad.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+bool_ = dtype("bool", np.bool_, 0)
+uint8 = dtype("uint8", np.uint8, 1)
+int8 = dtype("int8", np.int8, 2)
+int16 = dtype("int16", np.int16, 3)
+int32 = dtype("int32", np.int32, 4)
+int64 = dtype("int64", np.int64, 5)
+float16 = dtype("float16", np.float16, 10)
+float32 = dtype("float32", np.float32, 11)
+float64 = dtype("float64", np.float64, 12)
+
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64)
+_FROM_NP = {d.np: d for d in ALL}
+
+
+def _by_name(name):
+    return next(d for d in ALL if d.name == name)
+
+
+def from_np(np_dtype):
+    try:
+        return _FROM_NP[np.dtype(np_dtype)]
+    except KeyError:
+        raise TypeError(f"can't convert np.ndarray of type {np.dtype(np_dtype)}. The only supported "
+                        "types are: float64, float32, float16, int64, int32, int16, int8, uint8, "
+                        "and bool.") from None
+
+
+def to_np(d):
+    if d is None:
+        return None
+    if isinstance(d, dtype):
+        return d.np
+    return from_np(d).np
+
+
+def category(d):
+    return 2 if d.is_floating_point else (0 if d is bool_ else 1)
+
+
+_default = [float64]
+
+
+def get_default_dtype():
+    return _default[0]
+
+
+def set_default_dtype(d):
+    if not isinstance(d, dtype) or not d.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    _default[0] = d

@@ -1,0 +1,299 @@
+"""Elementwise ops, derived from the op table.
+
+For each ``ew`` entry of the table this module builds the function ``tapegrad.<name>``
+and the Tensor method/operator.  Two paths:
+  * the scalar fast path: both operands are 0-d float64 (a Python float) or a Python
+    number; the value is computed with ``math``/``operator`` and one tuple is staged
+    on the tape;
+  * the general path: NumPy computes the value with PyTorch's type promotion, and
+    broadcast operands are recorded as hidden ``expand`` entries first.
+"""
+import math
+
+import numpy as np
+
+from . import dtypes
+from .grad_mode import STATE
+from .ops import scalar_math
+from .ops.table import BY_NAME, CODE, EW_OPS
+from .record import broadcast_shape, broadcast_to
+from .tape import current_tape
+from .tensor import Tensor, _leaf, _new, _norm, buf, recording
+
+_NUMBERS = (float, int, bool)
+# ops that keep an integer dtype on integer inputs; all others give floats
+_INT_CLOSED = {"add", "sub", "mul", "neg", "abs", "sign", "square", "maximum", "minimum",
+               "clamp", "pow"}
+
+
+def _py_rule(op):
+    """The op's scalar forward for the fast path: its ``py`` callable or its rule text."""
+    if op.py is not None:
+        return op.py
+    args = "x" if op.arity == 1 else "x, y"
+    return eval(f"lambda {args}: {op.fwd}", {"math": math, "sm": scalar_math})
+
+
+def _np_rule(op):
+    if op.np_fwd is not None:
+        return op.np_fwd
+    from .kernels.forward import ew_map
+    code = CODE[op.name]
+    if op.arity == 1:
+        return lambda x: ew_map(code, x)
+    return lambda x, y: ew_map(code, x, y)
+
+
+def _scalar_fallback(npf, *args):
+    """IEEE result (inf, nan) where Python's math raises."""
+    with np.errstate(all="ignore"):
+        return float(npf(*(np.float64(a) for a in args)))
+
+
+# -- type promotion ----------------------------------------------------------------------
+def _operand_dtype(v):
+    if v.__class__ is Tensor:
+        return v.dtype, v.ndim == 0, 0
+    if isinstance(v, bool):
+        return dtypes.bool_, True, 1
+    if isinstance(v, int):
+        return dtypes.int64, True, 1
+    return dtypes.get_default_dtype(), True, 1
+
+
+def result_dtype(*operands):
+    """PyTorch's promotion: the highest category wins; within it, dimensioned tensors
+    beat 0-d tensors, which beat Python numbers (a float number in an int op gives the
+    default float dtype)."""
+    infos = [_operand_dtype(v) for v in operands]
+    cat = max(dtypes.category(d) for d, _, _ in infos)
+    for tier in ((False, 0), (True, 0), (True, 1)):
+        ds = [d for d, zero, py in infos if (zero, py) == tier and dtypes.category(d) == cat]
+        if ds:
+            if tier[1] == 1 and cat == 2:
+                return dtypes.get_default_dtype()
+            return max(ds, key=lambda d: d._rank)
+    raise AssertionError("unreachable")
+
+
+def _value(v, np_dtype):
+    if v.__class__ is Tensor:
+        d = v._d
+        return np.asarray(d, np_dtype) if d.__class__ is float or d.dtype != np_dtype else d
+    return v
+
+
+# -- the general path ---------------------------------------------------------------------
+def _general(op, x, y=None, c2=0.0, lconst=False):
+    """``op(x, y)`` for any operands; ``lconst``: x is a Python number, y a Tensor."""
+    operands = (x,) if op.arity == 1 else (x, y)
+    for v in operands:
+        if v.__class__ is not Tensor and not isinstance(v, _NUMBERS):
+            raise TypeError(f"{op.name}(): argument must be a Tensor or a number, "
+                            f"not {type(v).__name__}")
+    rd = result_dtype(*operands)
+    if not rd.is_floating_point and op.name not in _INT_CLOSED:
+        rd = dtypes.get_default_dtype()
+    vals = [_value(v, rd.np) for v in operands]
+    shapes = [np.shape(v) for v in vals if v.__class__ is not float and not isinstance(v, (int, bool))]
+    out_shape = shapes[0] if len(shapes) == 1 else broadcast_shape(*shapes) if shapes else ()
+    npf = _np_rule(op)
+    with np.errstate(all="ignore"):
+        if op.name == "clamp":
+            r = np.minimum(np.maximum(vals[0], y), c2) if y is not None else np.minimum(vals[0], c2)
+        else:
+            r = npf(*vals)
+    r = np.asarray(r, rd.np)
+    if r.shape != tuple(out_shape):
+        r = np.broadcast_to(r, out_shape).copy()
+    t = recording(*operands) if rd.is_floating_point else None
+    if t is None:
+        return _leaf(_norm(r))
+    ia = ib = -1
+    c = 0.0
+    saves = op.saves
+    if x.__class__ is Tensor:
+        ia = broadcast_to(t, buf(t, x, "self" in saves), vals[0], out_shape)
+    else:
+        c = float(x)
+    if op.arity == 2:
+        if y.__class__ is Tensor:
+            ib = broadcast_to(t, buf(t, y, "other" in saves), vals[1], out_shape)
+        else:
+            c = float(y)
+    elif op.name == "clamp":
+        c = -math.inf if y is None else float(y)
+    i = t.append(CODE[op.name], ia, ib, r, c=c, c2=c2)
+    o = _new(Tensor)
+    o._d, o._t, o._tid, o._i, o._rg = _norm(r), t, t.uid, i, True
+    return o
+
+
+# -- the scalar fast path ----------------------------------------------------------------
+def _make_unary(op):
+    code, py, npf = CODE[op.name], _py_rule(op), _np_rule(op)
+    saved = "self" in op.saves
+
+    def unary(x):
+        d = x._d
+        if d.__class__ is not float:
+            return _general(op, x)
+        try:
+            r = py(d)
+        except (ArithmeticError, ValueError):
+            r = _scalar_fallback(npf, d)
+        if x._rg and STATE.grad:
+            t = STATE.tape or current_tape()
+            ia = x._i if x._tid == t.uid else buf(t, x, saved)
+            i = t.next
+            t.next = i + 1
+            t._stage_put((code, ia, -1, 0.0, r))
+            if i >= t.flush_at:
+                t.flush()
+            o = _new(Tensor)
+            o._d, o._t, o._tid, o._i, o._rg = r, t, t.uid, i, True
+            return o
+        return _leaf(r)
+
+    unary.__name__ = op.name
+    return unary
+
+
+def _make_binary(op):
+    code, py, npf = CODE[op.name], _py_rule(op), _np_rule(op)
+    sx, sy = "self" in op.saves, "other" in op.saves
+
+    def binary(x, y):
+        if x.__class__ is not Tensor:
+            if op.commutes:
+                x, y = y, x
+            else:
+                return _rbinary(op, x, y)
+        xd = x._d
+        yc = y.__class__
+        if yc is Tensor:
+            yd = y._d
+            if xd.__class__ is not float or yd.__class__ is not float:
+                return _general(op, x, y)
+            rg = x._rg or y._rg
+        elif (yc is float or yc is int) and xd.__class__ is float:
+            yd = float(y)
+            rg = x._rg
+        else:
+            return _general(op, x, y)
+        try:
+            r = py(xd, yd)
+        except (ArithmeticError, ValueError):
+            r = _scalar_fallback(npf, xd, yd)
+        if rg and STATE.grad:
+            t = STATE.tape or current_tape()
+            uid = t.uid
+            ia = x._i if x._tid == uid else buf(t, x, sx)
+            if yc is Tensor:
+                ib = y._i if y._tid == uid else buf(t, y, sy)
+                yd = 0.0
+            else:
+                ib = -1
+            i = t.next
+            t.next = i + 1
+            t._stage_put((code, ia, ib, yd, r))
+            if i >= t.flush_at:
+                t.flush()
+            o = _new(Tensor)
+            o._d, o._t, o._tid, o._i, o._rg = r, t, uid, i, True
+            return o
+        return _leaf(r)
+
+    binary.__name__ = op.name
+    return binary
+
+
+def _rbinary(op, x, y):
+    """``x op y`` with a Python number ``x`` and a Tensor ``y`` (rsub, rpow)."""
+    if op.name == "div":
+        return reciprocal(y) * x
+    return _general(op, x, y, lconst=True)
+
+
+FUNCTIONS = {}
+for _op in EW_OPS:
+    if _op.name != "clamp":
+        FUNCTIONS[_op.name] = (_make_unary if _op.arity == 1 else _make_binary)(_op)
+globals().update(FUNCTIONS)
+
+
+def clamp(input, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    return _general(BY_NAME["clamp"], input, min, math.inf if max is None else float(max))
+
+
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+def where(condition, input, other):
+    """Elements of ``input`` where ``condition`` holds, else of ``other``."""
+    from .tensor import from_array
+    cond = condition._arr if condition.__class__ is Tensor else np.asarray(condition)
+    if cond.dtype != np.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {dtypes.from_np(cond.dtype).name.capitalize()}")
+    rd = result_dtype(input, other)
+    vals = [_value(v, rd.np) for v in (input, other)]
+    out_shape = np.broadcast_shapes(cond.shape, np.shape(vals[0]), np.shape(vals[1]))
+    r = np.asarray(np.where(cond, vals[0], vals[1]), rd.np)
+    t = recording(input, other) if rd.is_floating_point else None
+    if t is None:
+        return _leaf(_norm(r))
+    ic = t.register(from_array(np.broadcast_to(cond, out_shape).astype(np.float64)))
+    ins = [broadcast_to(t, buf(t, v, False), vals[k], out_shape) if v.__class__ is Tensor else -1
+           for k, v in enumerate((input, other))]
+    i = t.append(CODE["where"], ins[0], ins[1], r, (ic,))
+    o = _new(Tensor)
+    o._d, o._t, o._tid, o._i, o._rg = _norm(r), t, t.uid, i, True
+    return o
+
+
+# -- comparisons (bool results, never recorded) ------------------------------------------
+def _compare(npf):
+    def cmp(x, y):
+        rd = result_dtype(x, y)
+        return _leaf(_norm(np.asarray(npf(_value(x, rd.np), _value(y, rd.np)))))
+    return cmp
+
+
+COMPARISONS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+               "eq": np.equal, "ne": np.not_equal}
+for _name, _f in COMPARISONS.items():
+    globals()[_name] = FUNCTIONS[_name] = _compare(_f)
+
+
+def _install():
+    T = Tensor
+    for name, f in FUNCTIONS.items():
+        setattr(T, name, f)
+    T.clamp, T.clamp_min, T.clamp_max, T.clip = clamp, clamp_min, clamp_max, clamp
+    T.__add__ = T.__radd__ = add
+    T.__sub__ = sub
+    T.__rsub__ = lambda self, other: _general(BY_NAME["sub"], other, self, lconst=True)
+    T.__mul__ = T.__rmul__ = mul
+    T.__truediv__ = T.div = T.divide = div
+    T.__rtruediv__ = lambda self, other: reciprocal(self) * other
+    T.__pow__ = pow
+    T.__rpow__ = lambda self, other: _general(BY_NAME["pow"], other, self, lconst=True)
+    T.__neg__ = T.negative = neg
+    T.__abs__ = T.absolute = abs
+    T.__pos__ = lambda self: self
+    for name, dunder in (("lt", "__lt__"), ("le", "__le__"), ("gt", "__gt__"),
+                         ("ge", "__ge__"), ("eq", "__eq__"), ("ne", "__ne__")):
+        setattr(T, dunder, FUNCTIONS[name])
+    T.subtract, T.multiply = sub, mul
+    T.where = lambda self, condition, other: where(condition, self, other)
+
+
+_install()

@@ -1,0 +1,1 @@
+"""Compiled (Numba) kernels over the tape's flat arrays; they know no Python objects."""

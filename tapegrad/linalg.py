@@ -1,0 +1,117 @@
+"""Matrix products: one batched ``matmul``-kind entry per product.
+
+The kernel reads its operands as contiguous (nb, M, K) and (nb, K, N) blocks, so a
+1-D operand needs no reshape entry (its flat layout already is (1, K) or (K, 1)); batch
+dims are broadcast by hidden ``expand`` entries.
+"""
+import numpy as np
+
+from .elementwise import result_dtype
+from .ops.table import CODE
+from .record import broadcast_to
+from .shape_ops import reshape
+from .tensor import Tensor, _leaf, _norm, _result, buf, recording
+
+
+def _fmt(s):
+    return "x".join(str(n) for n in s)
+
+
+def _product(a, b, code, name=None):
+    rd = result_dtype(a, b)
+    x, y = np.asarray(a._arr, rd.np), np.asarray(b._arr, rd.np)
+    x2 = x.reshape(1, -1) if x.ndim == 1 else x
+    y2 = y.reshape(-1, 1) if y.ndim == 1 else y
+    M, K = x2.shape[-2:]
+    K2, N = y2.shape[-2:]
+    if K != K2:
+        if x.ndim <= 2 and y.ndim <= 2:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_fmt(x2.shape)} and "
+                               f"{_fmt(y2.shape)})")
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{x2.shape[0]}, {K}] but got: [{y2.shape[0]}, {K2}].")
+    try:
+        batch = np.broadcast_shapes(x2.shape[:-2], y2.shape[:-2])
+    except ValueError:
+        raise RuntimeError(f"The size of tensor a ({x2.shape[:-2]}) must match the size of "
+                           f"tensor b ({y2.shape[:-2]}) at non-singleton dimension 0") from None
+    value = np.matmul(x, y)
+    t = recording(a, b) if rd.is_floating_point else None
+    if t is None:
+        return _leaf(_norm(np.asarray(value)))
+    ia = broadcast_to(t, buf(t, a, True), x2, batch + (M, K))
+    ib = broadcast_to(t, buf(t, b, True), y2, batch + (K, N))
+    nb = int(np.prod(batch)) if batch else 1
+    i = t.append(code, ia, ib, value, (nb, M, K, N))
+    if name:
+        t.names[i] = name
+    return _result(_norm(np.asarray(value)), t, i)
+
+
+def matmul(input, other):
+    if input.ndim == 0 or other.ndim == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are "
+                           f"{input.ndim}D and {other.ndim}D")
+    nd = (input.ndim, other.ndim)
+    if nd == (1, 1):
+        return dot(input, other)
+    if nd == (2, 2):
+        return _product(input, other, CODE["mm"])
+    if nd == (2, 1):
+        return _product(input, other, CODE["mv"])
+    if nd == (1, 2):
+        return _product(input, other, CODE["mm"], "SqueezeBackward4")
+    return _product(input, other, CODE["matmul"])
+
+
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError(f"{'self' if input.ndim != 2 else 'mat2'} must be a matrix")
+    return _product(input, mat2, CODE["mm"])
+
+
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"batch{'1' if input.ndim != 3 else '2'} must be a 3D tensor")
+    if input.shape[0] != mat2.shape[0]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{input.shape[0]}, {input.shape[2]}] but got: "
+                           f"[{mat2.shape[0]}, {mat2.shape[1]}].")
+    return _product(input, mat2, CODE["bmm"])
+
+
+def mv(input, vec):
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError("vector + matrix @ vector expected, got "
+                           f"{vec.ndim}, {input.ndim}, {vec.ndim}")
+    if input.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat "
+                           f"({_fmt(input.shape)}), vec ({vec.shape[0]})")
+    return _product(input, vec, CODE["mv"])
+
+
+def dot(input, tensor):
+    if input.ndim != 1 or tensor.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {tensor.ndim}D "
+                           "tensors")
+    if input.shape[0] != tensor.shape[0]:
+        n, m = input.shape[0], tensor.shape[0]
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to "
+                           f"have the same number of elements, but got {n} and {m} elements "
+                           "respectively")
+    return _product(input, tensor, CODE["dot"])
+
+
+def outer(input, vec2):
+    return reshape(input, (-1, 1)) * vec2
+
+
+def _install():
+    for f in (matmul, mm, bmm, mv, dot, outer):
+        setattr(Tensor, f.__name__, f)
+    Tensor.__matmul__ = matmul
+    Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
+    Tensor.ger = outer
+
+
+_install()

@@ -1,0 +1,53 @@
+"""Helpers that record the structural entries shared by several op families."""
+import numpy as np
+
+from .ops.table import CODE
+from .tape import HIDDEN
+
+
+def contiguous_strides(shape):
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+def broadcast_shape(sa, sb):
+    """PyTorch's broadcasting, with PyTorch's message naming both sizes."""
+    n = max(len(sa), len(sb))
+    a = (1,) * (n - len(sa)) + tuple(sa)
+    b = (1,) * (n - len(sb)) + tuple(sb)
+    out = []
+    for d, (x, y) in enumerate(zip(a, b)):
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) "
+                               f"at non-singleton dimension {d}")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def expand_strides(in_shape, out_shape):
+    """Strides that read an ``in_shape`` array as ``out_shape`` (0 on broadcast dims)."""
+    cs = contiguous_strides(in_shape)
+    lead = len(out_shape) - len(in_shape)
+    return tuple(0 if d < lead or in_shape[d - lead] == 1 else cs[d - lead]
+                 for d in range(len(out_shape)))
+
+
+def gather(t, ia, value, strides, base=0, code=CODE["expand"], flags=0):
+    """Entry whose element k reads input element base + strided(k); returns its index."""
+    return t.append(code, ia, -1, value, (base,) + tuple(strides), flags=flags)
+
+
+def broadcast_to(t, ia, value_in, out_shape):
+    """Buffer of input ``ia`` broadcast to ``out_shape`` (a hidden expand if needed)."""
+    in_shape = np.shape(value_in)
+    if tuple(in_shape) == tuple(out_shape):
+        return ia
+    value = np.broadcast_to(value_in, out_shape)
+    return gather(t, ia, value, expand_strides(in_shape, out_shape), flags=HIDDEN)
+
+
+def reshape(t, ia, value, code=CODE["view"], flags=0):
+    return t.append(code, ia, -1, value, flags=flags)

@@ -1,0 +1,204 @@
+"""Reductions with ``dim`` / ``keepdim``.
+
+A reduction entry stores, for each input dim, the stride of the output that input
+index moves along (0 on reduced dims): input element k feeds output element
+``strided(k, in_shape, ostrides)``.  ``max(dim)`` / ``min(dim)`` gather the winners by
+index; ``var`` / ``std`` / ``norm`` are composites (hidden entries, one visible Node).
+"""
+import builtins
+import collections
+
+import numpy as np
+
+from . import dtypes
+from .ops.table import CODE
+from .record import contiguous_strides
+from .shape_ops import _out, _wrap_dim
+from .tape import HIDDEN
+from .tensor import Tensor, _leaf, recording
+
+_SOURCE = {CODE["leaf"], CODE["const"], CODE["external"]}
+minmax = collections.namedtuple("minmax", ["values", "indices"])
+
+
+def _dims(x, dim):
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(x.ndim))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    return tuple(sorted({_wrap_dim(d, x.ndim) for d in dims}))
+
+
+def _reduce(x, value, dims, keepdim, code):
+    """Record reduction ``code`` of ``x`` over ``dims`` whose result is ``value``."""
+    shape = tuple(x.shape)
+    kept = tuple(1 if d in dims else n for d, n in enumerate(shape))
+    cs = contiguous_strides(kept)
+    ostr = tuple(0 if d in dims else cs[d] for d in range(len(shape)))
+    if not keepdim:
+        value = value.reshape(tuple(n for d, n in enumerate(shape) if d not in dims))
+    return _out(x, value, lambda t, ia: t.append(code, ia, -1, np.ascontiguousarray(value), ostr))
+
+
+def _float_only(x, name):
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
+                           f"a floating point or complex dtype. Got: "
+                           f"{'Long' if x.dtype is dtypes.int64 else x.dtype.name.capitalize()}")
+
+
+def sum(input, dim=None, keepdim=False, dtype=None):
+    arr = input._arr
+    if dtype is not None:
+        arr = arr.astype(dtypes.to_np(dtype))
+    elif arr.dtype.kind in "bi":
+        arr = arr.astype(np.int64)
+    dims = _dims(input, dim)
+    value = np.sum(arr, axis=dims, keepdims=True)
+    code = CODE["sum"] if dim is None else CODE["sum_dim"]
+    return _reduce(input, value, dims, keepdim, code)
+
+
+def mean(input, dim=None, keepdim=False, dtype=None):
+    if dtype is None:
+        _float_only(input, "mean")
+    dims = _dims(input, dim)
+    value = np.mean(input._arr, axis=dims, keepdims=True)
+    return _reduce(input, value, dims, keepdim, CODE["mean"] if dim is None else CODE["mean_dim"])
+
+
+def _extreme(x, dim, keepdim, is_max):
+    if x.numel() == 0:
+        raise RuntimeError(f"{'max' if is_max else 'min'}(): Expected reduction dim to be "
+                           "specified for input.numel() == 0. Specify the reduction dim with "
+                           "the 'dim' argument.")
+    arr = x._arr
+    npf = np.max if is_max else np.min
+    if dim is None:
+        value = npf(arr, keepdims=True)
+        code = CODE["max_all" if is_max else "min_all"]
+        return _reduce(x, value, tuple(range(x.ndim)), False, code)
+    d = _wrap_dim(dim, x.ndim)
+    idx = (np.argmax if is_max else np.argmin)(arr, axis=d) if arr.ndim else np.array(0)
+    idx_k = np.expand_dims(idx, d) if arr.ndim else idx
+    value = np.take_along_axis(arr, idx_k, d) if arr.ndim else arr
+    pos = np.arange(arr.size, dtype=np.int64).reshape(arr.shape)
+    pos = (np.take_along_axis(pos, idx_k, d) if arr.ndim else pos).reshape(-1)
+    if not keepdim and arr.ndim:
+        value, idx_k = value.squeeze(d), idx
+    code = CODE["max_dim" if is_max else "min_dim"]
+    values = _out(x, value, lambda t, ia: t.append(code, ia, -1, np.ascontiguousarray(value), pos))
+    return minmax(values, _leaf(np.asarray(idx_k, np.int64)))
+
+
+def max(input, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        from .elementwise import maximum
+        return maximum(input, dim)
+    return _extreme(input, dim, keepdim, True)
+
+
+def min(input, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        from .elementwise import minimum
+        return minimum(input, dim)
+    return _extreme(input, dim, keepdim, False)
+
+
+def amax(input, dim=(), keepdim=False):
+    dims = _dims(input, dim)
+    return _reduce(input, np.max(input._arr, axis=dims, keepdims=True), dims, keepdim,
+                   CODE["amax"])
+
+
+def amin(input, dim=(), keepdim=False):
+    dims = _dims(input, dim)
+    return _reduce(input, np.min(input._arr, axis=dims, keepdims=True), dims, keepdim,
+                   CODE["amin"])
+
+
+def prod(input, dim=None, keepdim=False, dtype=None):
+    if dim is None:
+        return _reduce(input, np.prod(input._arr, keepdims=True), tuple(range(input.ndim)),
+                       False, CODE["prod"])
+    dims = _dims(input, dim)
+    return _reduce(input, np.prod(input._arr, axis=dims, keepdims=True), dims, keepdim,
+                   CODE["prod_dim"])
+
+
+def argmax(input, dim=None, keepdim=False):
+    arr = input._arr
+    if dim is None:
+        return _leaf(np.asarray(np.argmax(arr), np.int64))
+    return _leaf(np.asarray(np.argmax(arr, axis=_wrap_dim(dim, input.ndim), keepdims=keepdim)))
+
+
+def argmin(input, dim=None, keepdim=False):
+    arr = input._arr
+    if dim is None:
+        return _leaf(np.asarray(np.argmin(arr), np.int64))
+    return _leaf(np.asarray(np.argmin(arr, axis=_wrap_dim(dim, input.ndim), keepdims=keepdim)))
+
+
+# -- composites ----------------------------------------------------------------------------
+def composite(node_name, fn, *inputs):
+    """Run ``fn()`` and show the entries it records as one Node ``node_name``: the inner
+    entries are hidden, and the graph views look through them to ``inputs``."""
+    t = recording(*inputs)
+    start = t.next if t is not None else 0
+    out = fn()
+    if t is not None and out._t is t:
+        t.flush()
+        for j in range(start, out._i):
+            if int(t.OP[j]) not in _SOURCE:
+                t.FLAGS[j] |= HIDDEN
+        t.names[out._i] = node_name
+    return out
+
+
+def _correction(unbiased, correction):
+    if correction is not None:
+        return correction
+    return 1 if unbiased in (None, True) else 0
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    _float_only(input, "var")
+    corr = _correction(unbiased, correction)
+    dims = _dims(input, dim)
+    n = int(np.prod([input.shape[d] for d in dims])) if input.ndim else 1
+
+    def body():
+        d = input - mean(input, dims if input.ndim else None, keepdim=True)
+        return sum(d * d, dims if input.ndim else None, keepdim=keepdim) / builtins.max(n - corr, 0)
+    return composite("VarBackward0", body, input)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
+    return composite("StdBackward0",
+                     lambda: var(input, dim, unbiased, keepdim, correction).sqrt(), input)
+
+
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    _float_only(input, "linalg.vector_norm")
+    if p in ("fro", None):
+        p = 2
+    dims = None if dim is None else _dims(input, dim)
+
+    def body():
+        a = input.abs()
+        if p == float("inf"):
+            return amax(a, dims or (), keepdim)
+        if p == 1:
+            return sum(a, dims, keepdim)
+        if p == 2:
+            return sum(input * input, dims, keepdim).sqrt()
+        return sum(a ** p, dims, keepdim) ** (1.0 / p)
+    return composite("LinalgVectorNormBackward0", body, input)
+
+
+def _install():
+    for f in (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std, norm):
+        setattr(Tensor, f.__name__, f)
+
+
+_install()

@@ -1,0 +1,312 @@
+"""Shape ops, indexing, cat / stack / split.
+
+Every view-like op is recorded as one ``gather`` entry (output element k reads the
+input at base + strided offset), ``reshape`` entry (same elements, new shape) or
+``index`` entry (an explicit list of input offsets, for advanced indexing).  Values are
+copied: tapegrad tensors do not share storage.
+"""
+import numpy as np
+
+from .ops.table import CODE
+from .record import contiguous_strides, expand_strides, gather
+from .record import reshape as rec_reshape
+from .tape import HIDDEN
+from .tensor import Size, Tensor, _leaf, _norm, _result, buf, recording
+
+
+def _out(x, value, build):
+    """Result tensor of a structural op on ``x``: ``build(t, ia)`` records the entry."""
+    value = np.ascontiguousarray(value)
+    t = recording(x) if x.dtype.is_floating_point else None
+    if t is None:
+        return _leaf(_norm(value.copy()))
+    i = build(t, buf(t, x, False))
+    return _result(_norm(value.copy()), t, i)
+
+
+def _reshaped(x, shape, code=CODE["view"]):
+    arr = x._arr
+    try:
+        value = arr.reshape(shape)
+    except ValueError:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {arr.size}") \
+            from None
+    return _out(x, value, lambda t, ia: rec_reshape(t, ia, value, code))
+
+
+def _dims(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, Size)):
+        return tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def _wrap_dim(dim, ndim):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim % n
+
+
+def reshape(input, *shape):
+    return _reshaped(input, _dims(shape))
+
+
+def view(input, *shape):
+    return _reshaped(input, _dims(shape))
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    s = input.shape
+    if not s:
+        return _reshaped(input, (1,))
+    a, b = _wrap_dim(start_dim, len(s)), _wrap_dim(end_dim, len(s))
+    return _reshaped(input, s[:a] + (int(np.prod(s[a:b + 1])),) + s[b + 1:])
+
+
+def squeeze(input, dim=None):
+    s = input.shape
+    if dim is None:
+        new = tuple(d for d in s if d != 1)
+    else:
+        dims = {_wrap_dim(d, len(s)) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+        new = tuple(d for k, d in enumerate(s) if not (k in dims and d == 1))
+    return _reshaped(input, new, CODE["squeeze"])
+
+
+def unsqueeze(input, dim):
+    s = input.shape
+    dim = _wrap_dim(dim, len(s) + 1)
+    return _reshaped(input, s[:dim] + (1,) + s[dim:], CODE["unsqueeze"])
+
+
+def expand(input, *sizes):
+    sizes = _dims(sizes)
+    s = input.shape
+    lead = len(sizes) - len(s)
+    if lead < 0:
+        raise RuntimeError(f"expand(torch.DoubleTensor{{{list(s)}}}, size={list(sizes)}): the "
+                           "number of sizes provided must be greater or equal to the number of "
+                           "dimensions in the tensor")
+    out = tuple(s[k - lead] if (n == -1 and k >= lead) else n for k, n in enumerate(sizes))
+    for k in range(len(s)):
+        if s[k] != 1 and s[k] != out[k + lead]:
+            raise RuntimeError(f"The expanded size of the tensor ({out[k + lead]}) must match the "
+                               f"existing size ({s[k]}) at non-singleton dimension {k + lead}.  "
+                               f"Target sizes: {list(sizes)}.  Tensor sizes: {list(s)}")
+    value = np.broadcast_to(input._arr, out)
+    strides = expand_strides(s, out)
+    return _out(input, value, lambda t, ia: gather(t, ia, value, strides))
+
+
+def broadcast_to(input, size):
+    return expand(input, *size)
+
+
+def expand_as(input, other):
+    return expand(input, *other.shape)
+
+
+def permute(input, *dims):
+    dims = tuple(_wrap_dim(d, input.ndim) for d in _dims(dims))
+    if sorted(dims) != list(range(input.ndim)):
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
+                           "not match the length of the desired ordering of dimensions")
+    return _transposed(input, dims, CODE["permute"])
+
+
+def _transposed(x, dims, code):
+    cs = contiguous_strides(x.shape)
+    value = np.transpose(x._arr, dims)
+    strides = tuple(cs[d] for d in dims)
+    return _out(x, value, lambda t, ia: gather(t, ia, value, strides, 0, code))
+
+
+def transpose(input, dim0, dim1):
+    nd = input.ndim
+    dims = list(range(nd))
+    a, b = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
+    dims[a], dims[b] = dims[b], dims[a]
+    return _transposed(input, tuple(dims), CODE["transpose"])
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return _transposed(input, tuple(reversed(range(input.ndim))), CODE["t"])
+
+
+def _index_code(key):
+    """PyTorch's Node for an index expression: the last non-trivial component decides."""
+    comps = key if isinstance(key, tuple) else (key,)
+    code = CODE["slice"]
+    for k in comps:
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            code = CODE["select"]
+        elif k is None:
+            code = CODE["unsqueeze"]
+        elif isinstance(k, slice) and k != slice(None):
+            code = CODE["slice"]
+    return code
+
+
+def _is_advanced(key):
+    comps = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, (list, np.ndarray, Tensor, bool)) for k in comps)
+
+
+def _np_key(key):
+    if isinstance(key, tuple):
+        return tuple(_np_key(k) for k in key)
+    if isinstance(key, Tensor):
+        return key._arr
+    return key
+
+
+def getitem(x, key):
+    if x.ndim == 0 and key not in (None, Ellipsis, ()):
+        raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                         "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+    nkey = _np_key(key)
+    for k in (nkey if isinstance(nkey, tuple) else (nkey,)):
+        if isinstance(k, slice) and k.step is not None and k.step <= 0:
+            raise ValueError("step must be greater than zero")
+    arr = np.ascontiguousarray(x._arr)
+    try:
+        value = arr[nkey]
+    except IndexError as e:
+        raise IndexError(str(e).replace("axis", "dimension")) from None
+    if _is_advanced(key):
+        pos = np.arange(arr.size, dtype=np.int64).reshape(arr.shape)[nkey].reshape(-1)
+        return _out(x, value, lambda t, ia: t.append(CODE["index"], ia, -1,
+                                                     np.ascontiguousarray(value), pos))
+    return _basic(x, arr, np.asarray(value), _index_code(key))
+
+
+def _basic(x, arr, view, code):
+    """A basic-indexing view: base offset and element strides relative to x."""
+    itemsize = arr.itemsize
+    if view.size and arr.size:
+        start = (view.__array_interface__["data"][0] - arr.__array_interface__["data"][0])
+        base = start // itemsize
+    else:
+        base = 0
+    strides = tuple(s // itemsize for s in view.strides)
+    return _out(x, view, lambda t, ia: gather(t, ia, view, strides, base, code))
+
+
+def _pieces(x, dim, bounds, code):
+    dim = _wrap_dim(dim, x.ndim)
+    arr = np.ascontiguousarray(x._arr)
+    out = []
+    for a, b in bounds:
+        idx = [slice(None)] * x.ndim
+        idx[dim] = a if code == CODE["unbind"] else slice(a, b)
+        out.append(_basic(x, arr, arr[tuple(idx)], code))
+    return tuple(out)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    n = tensor.shape[_wrap_dim(dim, tensor.ndim)]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections
+        sizes = [min(s, n - a) for a in range(0, n, s)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
+                               f"(input tensor's size at dimension {dim}), but got "
+                               f"split_sizes={sizes}")
+    starts = np.cumsum([0] + sizes[:-1])
+    return _pieces(tensor, dim, [(int(a), int(a) + s) for a, s in zip(starts, sizes)],
+                   CODE["split"])
+
+
+def chunk(input, chunks, dim=0):
+    n = input.shape[_wrap_dim(dim, input.ndim)]
+    return split(input, max(-(-n // chunks), 1), dim)
+
+
+def unbind(input, dim=0):
+    n = input.shape[_wrap_dim(dim, input.ndim)]
+    return _pieces(input, dim, [(k, k + 1) for k in range(n)], CODE["unbind"])
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    from .elementwise import result_dtype
+    rd = result_dtype(*tensors)
+    arrs = [np.asarray(x._arr, rd.np) for x in tensors]
+    if any(a.ndim == 0 for a in arrs):
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    dim = _wrap_dim(dim, arrs[0].ndim)
+    try:
+        value = np.concatenate(arrs, axis=dim)
+    except ValueError:
+        raise RuntimeError("Sizes of tensors must match except in dimension "
+                           f"{dim}. Got {[tuple(a.shape) for a in arrs]}") from None
+    return _join(tensors, value, dim, CODE["cat"])
+
+
+def _join(tensors, value, dim, code):
+    t = recording(*tensors) if value.dtype.kind == "f" else None
+    if t is None:
+        return _leaf(_norm(value))
+    outer = int(np.prod(value.shape[:dim]))
+    extras = [outer, len(tensors)]
+    for x in tensors:
+        s = x.shape
+        extras += [buf(t, x, False), int(np.prod(s[dim:]))]
+    i = t.append(code, -1, -1, value, extras)
+    return _result(_norm(value), t, i)
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shapes = {tuple(x.shape) for x in tensors}
+    if len(shapes) > 1:
+        raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                           f"{list(tensors[0].shape)} at entry 0 and "
+                           f"{list(next(x.shape for x in tensors if tuple(x.shape) != tuple(tensors[0].shape)))} "
+                           "at entry 1")
+    dim = _wrap_dim(dim, tensors[0].ndim + 1)
+    from .elementwise import result_dtype
+    rd = result_dtype(*tensors)
+    value = np.stack([np.asarray(x._arr, rd.np) for x in tensors], axis=dim)
+    t = recording(*tensors) if value.dtype.kind == "f" else None
+    if t is None:
+        return _leaf(_norm(value))
+    parts = []
+    for x in tensors:
+        s = tuple(x.shape)
+        v = np.asarray(x._arr).reshape(s[:dim] + (1,) + s[dim:])
+        if x._rg:
+            parts.append(_result(v, t, rec_reshape(t, buf(t, x, False), v, CODE["unsqueeze"],
+                                                   HIDDEN)))
+        else:
+            parts.append(_leaf(v))
+    return _join(parts, value, dim, CODE["stack"])
+
+
+def clone(input):
+    value = input._arr
+    return _out(input, value, lambda t, ia: rec_reshape(t, ia, value, CODE["clone"]))
+
+
+def _install():
+    T = Tensor
+    for f in (reshape, view, flatten, squeeze, unsqueeze, expand, expand_as, permute,
+              transpose, t, split, chunk, unbind):
+        setattr(T, f.__name__, f)
+    T.broadcast_to = broadcast_to
+    T.__getitem__ = getitem
+    T.view_as = lambda self, other: view(self, other.shape)
+    T.reshape_as = lambda self, other: reshape(self, other.shape)
+    T.swapaxes = T.transpose
+
+
+_install()

@@ -1,0 +1,246 @@
+"""The tape: a flat Wengert list of entries, struct-of-arrays.
+
+Entry ``i`` produces buffer ``i``.  Columns (NumPy arrays grown by doubling):
+
+  ``OP``    opcode (index into ``ops.OPS``)
+  ``A B``   input buffer indices (-1: the operand is the constant ``C``)
+  ``C C2``  constants (a Python scalar operand; clamp's bounds)
+  ``OFF``   offset of the buffer's values in the value arena ``V``
+  ``META``  offset of the buffer's metadata in ``IAUX`` (-1 for a 0-d scalar):
+            ``[size, ndim, *shape, *op-specific extras]``
+  ``FLAGS`` ``CONSUMED`` (swept by a backward without retain_graph), ``HIDDEN``
+            (an internal step of a composite op, e.g. a broadcast)
+
+Scalar ops are the hot path of recording: they append one tuple to a small Python
+staging list, which is flushed into the columns in blocks (one vectorised copy per
+block).  Array ops flush first and write their entry directly.
+
+Leaves live outside the tape: the first time a leaf (or a constant, or a tensor of
+another tape) is used, it gets a ``source`` entry holding its value.
+"""
+import itertools
+
+import numpy as np
+
+from .grad_mode import STATE
+from .ops.table import CODE
+
+CONSUMED = 1
+HIDDEN = 2
+
+LEAF, CONST, EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
+_STAGE_BLOCK = 4096          # staged scalar entries per flush
+_uids = itertools.count(1)
+_pool = []                   # value arenas released by consumed tapes, for reuse
+
+SECOND_BACKWARD = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward.")
+
+
+def _grow(arr, need):
+    """``arr`` grown by doubling to hold at least ``need`` items (contents kept)."""
+    if need <= arr.shape[0]:
+        return arr
+    cap = max(need, 2 * arr.shape[0])
+    new = np.empty(cap, arr.dtype)
+    new[:arr.shape[0]] = arr
+    return new
+
+
+class Tape:
+    """A flat recording of operations.  ``with tapegrad.Tape() as t:`` scopes recording."""
+
+    def __init__(self, capacity=256):
+        self.uid = next(_uids)
+        self.next = 0            # index of the next entry (staged entries included)
+        self.n = 0               # entries written to the columns
+        self.stage = []
+        self._stage_put = self.stage.extend
+        self.flush_at = _STAGE_BLOCK
+        self.OP = np.empty(capacity, np.int16)
+        self.A = np.empty(capacity, np.int64)
+        self.B = np.empty(capacity, np.int64)
+        self.C = np.empty(capacity, np.float64)
+        self.C2 = np.empty(capacity, np.float64)
+        self.OFF = np.empty(capacity, np.int64)
+        self.META = np.empty(capacity, np.int64)
+        self.FLAGS = np.empty(capacity, np.uint8)
+        self.IAUX = np.empty(capacity, np.int64)
+        self.ni = 0
+        self.V = _pool.pop() if _pool else np.empty(capacity, np.float64)
+        self.nv = 0
+        self.max_size = 1        # largest buffer: sizes the sweep's scratch space
+        self.sources = {}        # entry -> the Tensor of a leaf/const/external entry
+        self.retained = {}       # entry -> non-leaf Tensor that retains its grad
+        self.names = {}          # entry -> Node name of a composite op's last step
+        self.views = {}          # entry -> cached Node view
+        self._ext = {}           # id(foreign tensor) -> its external entry
+        self._prev = []
+        self.released = False
+
+    # -- recording -------------------------------------------------------------------
+    def flush(self):
+        """Move staged scalar entries into the columns."""
+        st = self.stage
+        if not st:
+            return
+        k = len(st) // 5
+        blk = np.fromiter(st, np.float64, len(st)).reshape(k, 5)
+        st.clear()
+        n, nv = self.n, self.nv
+        self._reserve(n + k, nv + k, 0)
+        s = slice(n, n + k)
+        self.OP[s] = blk[:, 0]
+        self.A[s] = blk[:, 1]
+        self.B[s] = blk[:, 2]
+        self.C[s] = blk[:, 3]
+        self.C2[s] = 0.0
+        self.META[s] = -1
+        self.FLAGS[s] = 0
+        self.OFF[s] = np.arange(nv, nv + k)
+        self.V[nv:nv + k] = blk[:, 4]
+        self.n, self.nv = n + k, nv + k
+        self.flush_at = self.next + _STAGE_BLOCK
+
+    def _reserve(self, n, nv, ni):
+        if n > self.OP.shape[0]:
+            for name in ("OP", "A", "B", "C", "C2", "OFF", "META", "FLAGS"):
+                setattr(self, name, _grow(getattr(self, name), n))
+        if nv > self.V.shape[0]:
+            self.V = _grow(self.V, nv)
+        if ni > self.IAUX.shape[0]:
+            self.IAUX = _grow(self.IAUX, ni)
+
+    def append(self, code, a, b, value, extras=(), c=0.0, c2=0.0, flags=0):
+        """Write one entry for an array (or 0-d) ``value``; returns its index."""
+        if self.stage:
+            self.flush()
+        value = np.asarray(value)
+        shape = value.shape
+        size = value.size
+        i = self.next
+        ni = self.ni
+        meta = (size, len(shape)) + shape
+        if isinstance(extras, np.ndarray):   # long extras (index lists): one block copy
+            nm = len(meta) + extras.size
+            self._reserve(i + 1, self.nv + size, ni + nm)
+            self.IAUX[ni + len(meta):ni + nm] = extras
+        else:
+            meta += tuple(extras)
+            nm = len(meta)
+            self._reserve(i + 1, self.nv + size, ni + nm)
+        self.OP[i] = code
+        self.A[i] = a
+        self.B[i] = b
+        self.C[i] = c
+        self.C2[i] = c2
+        self.FLAGS[i] = flags
+        self.META[i] = ni
+        self.IAUX[ni:ni + len(meta)] = meta
+        self.OFF[i] = self.nv
+        self.V[self.nv:self.nv + size] = value.reshape(-1)
+        self.ni = ni + nm
+        self.nv += size
+        if size > self.max_size:
+            self.max_size = size
+        self.next = self.n = i + 1
+        self.flush_at = self.next + _STAGE_BLOCK
+        return i
+
+    def register(self, t):
+        """Buffer index of Tensor ``t`` on this tape, adding a source entry if needed."""
+        if t._t is not None:                       # a non-leaf of another tape
+            i = self._ext.get(id(t))
+            if i is None:
+                i = self._source(EXTERNAL, t)
+                self._ext[id(t)] = i
+            return i
+        i = self._source(LEAF if t._rg else CONST, t)
+        t._tid, t._i = self.uid, i
+        return i
+
+    def _source(self, code, t):
+        d = t._d
+        if d.__class__ is float:
+            i = self.next
+            self.next = i + 1
+            self._stage_put((code, -1, -1, 0.0, d))
+            if i >= self.flush_at:
+                self.flush()
+        else:
+            i = self.append(code, -1, -1, d)
+        self.sources[i] = t
+        return i
+
+    # -- reading ---------------------------------------------------------------------
+    def shape(self, i):
+        m = self.META[i]
+        if m < 0:
+            return ()
+        nd = self.IAUX[m + 1]
+        return tuple(int(s) for s in self.IAUX[m + 2:m + 2 + nd])
+
+    def extras(self, i):
+        m = self.META[i]
+        return self.IAUX[m + 2 + self.IAUX[m + 1]:]
+
+    def value(self, i):
+        """The recorded value of buffer ``i`` as a float64 array (a copy)."""
+        self.flush()
+        if self.released:
+            raise RuntimeError(SECOND_BACKWARD)
+        shape = self.shape(i)
+        size = int(np.prod(shape)) if shape else 1
+        return self.V[self.OFF[i]:self.OFF[i] + size].reshape(shape).copy()
+
+    def release(self):
+        """Drop the value arena of a fully consumed tape; keep the structure for views."""
+        if not self.released:
+            self.released = True
+            if self.V.shape[0] >= 1024 and len(_pool) < 4:
+                _pool.append(self.V)
+            self.V = np.empty(0)
+            self.sources = {k: v for k, v in self.sources.items() if v._t is None}
+
+    def __len__(self):
+        return self.next
+
+    # -- scoping ---------------------------------------------------------------------
+    def __enter__(self):
+        self._prev.append(STATE.tape)
+        STATE.tape = self
+        return self
+
+    def __exit__(self, *exc):
+        STATE.tape = self._prev.pop()
+        return False
+
+    def __repr__(self):
+        self.flush()
+        from .ops.table import OPS
+        lines = [f"<Tape {self.uid}: {self.next} entries>"]
+        for i in range(min(self.next, 20)):
+            op = OPS[self.OP[i]]
+            lines.append(f"  {i:4d} {op.name:10s} a={self.A[i]:<5d} b={self.B[i]:<5d} "
+                         f"shape={self.shape(i)}")
+        if self.next > 20:
+            lines.append("  ...")
+        return "\n".join(lines)
+
+
+def current_tape():
+    """The tape that operations in this thread record onto."""
+    t = STATE.tape
+    if t is None:
+        t = STATE.tape = Tape()
+    return t
+
+
+def replace_default(old):
+    """After a backward consumed the whole default tape, start recording on a new one."""
+    if STATE.tape is old and not old._prev:
+        STATE.tape = Tape()

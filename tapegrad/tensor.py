@@ -1,0 +1,306 @@
+"""Tensor: a thin handle on a value and, for results of recorded ops, a tape entry.
+
+``_d``   the value: a Python float for a 0-d float64 tensor (the scalar fast path),
+         otherwise a NumPy array;
+``_t``   the tape that recorded it (None for leaves and tensors without history);
+``_tid`` ``_i``  the tape uid and buffer index where the tensor's value sits (for a
+         leaf: the entry it got on the tape that used it last);
+``_rg``  requires_grad.
+Rarely used attributes (``grad``, retain_grad, hooks, names) live in ``__dict__``
+with class-level defaults, so creating a tensor sets five slots and nothing else.
+The operations are installed onto the class by the modules that record them
+(``elementwise``, ``shape_ops``, ``reductions``, ``linalg``).
+"""
+import numpy as np
+
+from . import dtypes
+from .grad_mode import STATE
+from .tape import current_tape
+
+
+class Size(tuple):
+    """The shape of a tensor (PyTorch's ``torch.Size``)."""
+
+    def __repr__(self):
+        return f"tapegrad.Size({list(self)})"
+
+    def numel(self):
+        return int(np.prod(self)) if self else 1
+
+
+def _norm(a):
+    """Store a NumPy value: 0-d float64 becomes a Python float (the scalar fast path)."""
+    if a.ndim == 0 and a.dtype == np.float64:
+        return float(a)
+    return a
+
+
+class Tensor:
+    __slots__ = ("_d", "_t", "_tid", "_i", "_rg", "__dict__", "__weakref__")
+    grad = None
+    _retains = False
+    _inference = False
+    _version = 0
+    __array_priority__ = 1000  # NumPy defers to Tensor's reflected operators
+
+    def __init__(self, data=(), dtype=None):
+        arr = np.array(data, dtype=dtypes.to_np(dtype) or dtypes.get_default_dtype().np)
+        self._d = _norm(arr)
+        self._t = None
+        self._tid = 0
+        self._i = -1
+        self._rg = False
+
+    # -- basic attributes ------------------------------------------------------------
+    @property
+    def _arr(self):
+        d = self._d
+        return np.array(d) if d.__class__ is float else d
+
+    @property
+    def shape(self):
+        d = self._d
+        return Size(() if d.__class__ is float else d.shape)
+
+    def size(self, dim=None):
+        s = self.shape
+        return s if dim is None else s[dim]
+
+    @property
+    def dtype(self):
+        d = self._d
+        return dtypes.float64 if d.__class__ is float else dtypes.from_np(d.dtype)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return self.ndim
+
+    def numel(self):
+        d = self._d
+        return 1 if d.__class__ is float else d.size
+
+    nelement = numel
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    @property
+    def is_leaf(self):
+        return self._t is None
+
+    @property
+    def requires_grad(self):
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        if self._t is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if flag and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if flag and self._inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
+        self._rg = bool(flag)
+        self._tid = 0   # a leaf's tape entry records whether it requires grad
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad_fn(self):
+        t = self._t
+        if t is None:
+            return None
+        from .autograd.graph import node_of
+        return node_of(t, self._i)
+
+    @property
+    def tape(self):
+        """The tape that recorded this tensor (None for a leaf)."""
+        return self._t
+
+    def retain_grad(self):
+        if not self._rg:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._t is not None and not self._retains:
+            self._retains = True
+            self._t.retained[self._i] = self
+
+    @property
+    def retains_grad(self):
+        return self._retains
+
+    @property
+    def data(self):
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        self._d = _norm(np.array(value._arr if isinstance(value, Tensor) else value))
+        self._tid = 0
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    # -- conversions -----------------------------------------------------------------
+    def detach(self):
+        return _leaf(self._d, False, self._inference)
+
+    def detach_(self):
+        if self._t is not None:
+            self._t = None
+            self._tid, self._i = 0, -1
+        self._rg = False
+        return self
+
+    def clone(self):
+        d = self._d
+        if d.__class__ is float:
+            return self + 0.0 if self._rg and STATE.grad else _leaf(d)
+        from .shape_ops import clone
+        return clone(self)
+
+    def item(self):
+        d = self._d
+        if d.__class__ is float:
+            return d
+        if d.size != 1:
+            raise RuntimeError(f"a Tensor with {d.size} elements cannot be converted to Scalar")
+        return d.reshape(()).item()
+
+    def tolist(self):
+        d = self._d
+        return d if d.__class__ is float else d.tolist()
+
+    def numpy(self):
+        if self._rg:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        return self._arr
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        from .shape_ops import unbind
+        return iter(unbind(self, 0))
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        d = self._arr
+        body = np.array2string(d, separator=", ", prefix="tensor(",
+                               formatter=None if d.dtype.kind != "f" else
+                               {"float_kind": lambda v: _fmt(v, d)})
+        extra = []
+        if d.dtype != dtypes.get_default_dtype().np and d.dtype.kind != "i" and \
+                d.dtype.kind != "b":
+            extra.append(f"dtype={self.dtype!r}")
+        if d.dtype.kind == "i" and d.dtype != np.int64:
+            extra.append(f"dtype={self.dtype!r}")
+        if self._t is not None:
+            extra.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self._rg:
+            extra.append("requires_grad=True")
+        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+
+    # -- autograd --------------------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd.engine import backward
+        backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
+                 inputs)
+
+
+def _fmt(v, d):
+    if np.isfinite(v) and float(v).is_integer() and np.all(np.isfinite(d)) and \
+            np.all(np.mod(d, 1) == 0) and np.abs(d).max(initial=0) < 1e8:
+        return f"{v:.0f}."
+    return f"{v:.4f}"
+
+
+_new = Tensor.__new__
+
+
+def _leaf(d, rg=False, inference=False):
+    """A tensor without history holding ``d`` (a float or an array, already normalised)."""
+    o = _new(Tensor)
+    o._d = d
+    o._t = None
+    o._tid = 0
+    o._i = -1
+    o._rg = rg
+    if inference or STATE.inference:
+        o._inference = True
+    return o
+
+
+def _result(d, t, i):
+    """A tensor recorded as entry ``i`` of tape ``t``."""
+    o = _new(Tensor)
+    o._d = d
+    o._t = t
+    o._tid = t.uid
+    o._i = i
+    o._rg = True
+    return o
+
+
+def from_array(a, rg=False):
+    return _leaf(_norm(a), rg)
+
+
+def recording(*tensors):
+    """The tape to record on if any of ``tensors`` requires grad in grad mode, else None."""
+    if not STATE.grad:
+        return None
+    for x in tensors:
+        if x.__class__ is Tensor and x._rg:
+            return current_tape()
+    return None
+
+
+def buf(t, x, saved=True):
+    """Buffer index of Tensor ``x`` on tape ``t``."""
+    if x._tid == t.uid:
+        return x._i
+    if saved and x._inference:
+        raise RuntimeError("Inference tensors cannot be saved for backward. To work around you "
+                           "can make a clone to get a normal tensor and use it in autograd.")
+    return t.register(x)
