@@ -92,7 +92,8 @@ def _short(e: BaseException) -> str:
 
 def _once(impl: Impl):
     """One untimed reset + one timed run (gc paused, as timeit does); returns (seconds, output).
-    No gc.collect() per sample: on this kind of VM it made the next torch runs 4-100x slower."""
+    No gc.collect() per sample: the pause lets thread pools doze off, and with more than one
+    torch thread on a small VM the next run then measured their ~4 ms-per-op wake-up."""
     if impl.reset:
         impl.reset()
     gc.disable()

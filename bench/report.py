@@ -30,6 +30,8 @@ def machine_info() -> dict:
                 platform=platform.platform(), python=sys.version.split()[0],
                 **{k: _version(k) for k in ("numpy", "numba", "llvmlite", "torch", "micrograd",
                                             "autograd", "tapegrad")},
+                thread_env={v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                            "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")},
                 timestamp=datetime.datetime.now().isoformat(timespec="seconds"))
     try:
         import torch
@@ -95,7 +97,7 @@ def write_markdown(path, rows, info):
     out = ["# Benchmark results", "",
            f"Machine: {info['cpu']}, {info['usable_cores']} usable cores; Python {info['python']}, "
            f"numpy {info['numpy']}, numba {info['numba']}, torch {info['torch']} "
-           f"({info['torch_num_threads']} threads); tapegrad {info['tapegrad']} (git {info['git']}); "
+           f"(torch threads {info['torch_num_threads']}, --threads {info.get('threads_setting')}); tapegrad {info['tapegrad']} (git {info['git']}); "
            f"{info['timestamp']}.", "",
            "Times are medians over the repeats (n); `vs X` = this time / X's time in the same run "
            "(lower is faster). FAIL = wrong value or gradient (not timed).", ""]

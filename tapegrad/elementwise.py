@@ -143,13 +143,14 @@ def _make_unary(op):
         except (ArithmeticError, ValueError):
             r = _scalar_fallback(npf, d)
         if x._rg and STATE.grad:
-            t = STATE.tape or current_tape()
+            t = STATE.tape
+            if t is None or t.next >= t.flush_at:
+                t = None   # drop this frame's reference: maintain() counts them
+                t = current_tape()
             ia = x._i if x._tid == t.uid else buf(t, x, saved)
             i = t.next
             t.next = i + 1
             t._stage_put((code, ia, -1, 0.0, r))
-            if i >= t.flush_at:
-                t.flush()
             o = _new(Tensor)
             o._d, o._t, o._tid, o._i, o._rg = r, t, t.uid, i, True
             return o
@@ -186,7 +187,10 @@ def _make_binary(op):
         except (ArithmeticError, ValueError):
             r = _scalar_fallback(npf, xd, yd)
         if rg and STATE.grad:
-            t = STATE.tape or current_tape()
+            t = STATE.tape
+            if t is None or t.next >= t.flush_at:
+                t = None   # drop this frame's reference: maintain() counts them
+                t = current_tape()
             uid = t.uid
             ia = x._i if x._tid == uid else buf(t, x, sx)
             if yc is Tensor:
@@ -197,8 +201,6 @@ def _make_binary(op):
             i = t.next
             t.next = i + 1
             t._stage_put((code, ia, ib, yd, r))
-            if i >= t.flush_at:
-                t.flush()
             o = _new(Tensor)
             o._d, o._t, o._tid, o._i, o._rg = r, t, uid, i, True
             return o
@@ -209,10 +211,46 @@ def _make_binary(op):
 
 
 def _rbinary(op, x, y):
-    """``x op y`` with a Python number ``x`` and a Tensor ``y`` (rsub, rpow)."""
+    """``x op y`` with a Python number ``x`` and a Tensor ``y`` (rsub, rpow, rdiv)."""
     if op.name == "div":
         return reciprocal(y) * x
-    return _general(op, x, y, lconst=True)
+    return _RBINARY[op.name](y, x)
+
+
+def _make_rbinary(op):
+    """``c op y`` for a Python number ``c``: recorded with the constant on the left."""
+    code, py, npf = CODE[op.name], _py_rule(op), _np_rule(op)
+    sy = "other" in op.saves
+
+    def rbinary(y, c):
+        yd = y._d
+        cc = c.__class__
+        if yd.__class__ is not float or (cc is not float and cc is not int):
+            return _general(op, c, y, lconst=True)
+        c = float(c)
+        try:
+            r = py(c, yd)
+        except (ArithmeticError, ValueError):
+            r = _scalar_fallback(npf, c, yd)
+        if y._rg and STATE.grad:
+            t = STATE.tape
+            if t is None or t.next >= t.flush_at:
+                t = None   # drop this frame's reference: maintain() counts them
+                t = current_tape()
+            ib = y._i if y._tid == t.uid else buf(t, y, sy)
+            i = t.next
+            t.next = i + 1
+            t._stage_put((code, -1, ib, c, r))
+            o = _new(Tensor)
+            o._d, o._t, o._tid, o._i, o._rg = r, t, t.uid, i, True
+            return o
+        return _leaf(r)
+
+    rbinary.__name__ = "r" + op.name
+    return rbinary
+
+
+_RBINARY = {name: _make_rbinary(BY_NAME[name]) for name in ("sub", "pow")}
 
 
 FUNCTIONS = {}
@@ -280,12 +318,12 @@ def _install():
     T.clamp, T.clamp_min, T.clamp_max, T.clip = clamp, clamp_min, clamp_max, clamp
     T.__add__ = T.__radd__ = add
     T.__sub__ = sub
-    T.__rsub__ = lambda self, other: _general(BY_NAME["sub"], other, self, lconst=True)
+    T.__rsub__ = _RBINARY["sub"]
     T.__mul__ = T.__rmul__ = mul
     T.__truediv__ = T.div = T.divide = div
     T.__rtruediv__ = lambda self, other: reciprocal(self) * other
     T.__pow__ = pow
-    T.__rpow__ = lambda self, other: _general(BY_NAME["pow"], other, self, lconst=True)
+    T.__rpow__ = _RBINARY["pow"]
     T.__neg__ = T.negative = neg
     T.__abs__ = T.absolute = abs
     T.__pos__ = lambda self: self

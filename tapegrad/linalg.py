@@ -17,7 +17,7 @@ def _fmt(s):
     return "x".join(str(n) for n in s)
 
 
-def _product(a, b, code, name=None):
+def _product(a, b, code):
     rd = result_dtype(a, b)
     x, y = np.asarray(a._arr, rd.np), np.asarray(b._arr, rd.np)
     x2 = x.reshape(1, -1) if x.ndim == 1 else x
@@ -43,8 +43,6 @@ def _product(a, b, code, name=None):
     ib = broadcast_to(t, buf(t, b, True), y2, batch + (K, N))
     nb = int(np.prod(batch)) if batch else 1
     i = t.append(code, ia, ib, value, (nb, M, K, N))
-    if name:
-        t.names[i] = name
     return _result(_norm(np.asarray(value)), t, i)
 
 
@@ -60,7 +58,7 @@ def matmul(input, other):
     if nd == (2, 1):
         return _product(input, other, CODE["mv"])
     if nd == (1, 2):
-        return _product(input, other, CODE["mm"], "SqueezeBackward4")
+        return _product(input, other, CODE["squeeze_mm"])
     return _product(input, other, CODE["matmul"])
 
 

@@ -19,6 +19,7 @@ Leaves live outside the tape: the first time a leaf (or a constant, or a tensor 
 another tape) is used, it gets a ``source`` entry holding its value.
 """
 import itertools
+import sys
 
 import numpy as np
 
@@ -30,6 +31,8 @@ HIDDEN = 2
 
 LEAF, CONST, EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _STAGE_BLOCK = 4096          # staged scalar entries per flush
+_ROTATE_ENTRIES = 1 << 16    # a default tape still in use past these sizes is left to
+_ROTATE_VALUES = 1 << 23     # its tensors, and recording moves on to a new one
 _uids = itertools.count(1)
 _pool = []                   # value arenas released by consumed tapes, for reuse
 
@@ -104,7 +107,25 @@ class Tape:
         self.OFF[s] = np.arange(nv, nv + k)
         self.V[nv:nv + k] = blk[:, 4]
         self.n, self.nv = n + k, nv + k
+
+    def maintain(self, held=0):
+        """Called at the start of an op once ``flush_at`` is reached (every block of
+        entries, or after the value arena grew): flush the stage and, for the thread's
+        default tape, hand back a fresh tape if no tensor refers to this one any more
+        (its space is reused) or if it grew very large while still in use (it lives on
+        until its tensors die; new ops reach its graphs through external entries).
+        ``held``: references to the tape that the caller's frame holds."""
+        self.flush()
         self.flush_at = self.next + _STAGE_BLOCK
+        if STATE.tape is not self or self._prev:
+            return self
+        # references: STATE.tape, the caller's ``t`` (``held``), ``self``, the argument
+        if sys.getrefcount(self) <= 3 + held:
+            self.release()
+        elif self.next < _ROTATE_ENTRIES and self.nv < _ROTATE_VALUES:
+            return self
+        STATE.tape = Tape()
+        return STATE.tape
 
     def _reserve(self, n, nv, ni):
         if n > self.OP.shape[0]:
@@ -112,6 +133,7 @@ class Tape:
                 setattr(self, name, _grow(getattr(self, name), n))
         if nv > self.V.shape[0]:
             self.V = _grow(self.V, nv)
+            self.flush_at = 0          # check at the next op whether the tape is still held
         if ni > self.IAUX.shape[0]:
             self.IAUX = _grow(self.IAUX, ni)
 
@@ -148,7 +170,6 @@ class Tape:
         if size > self.max_size:
             self.max_size = size
         self.next = self.n = i + 1
-        self.flush_at = self.next + _STAGE_BLOCK
         return i
 
     def register(self, t):
@@ -169,8 +190,6 @@ class Tape:
             i = self.next
             self.next = i + 1
             self._stage_put((code, -1, -1, 0.0, d))
-            if i >= self.flush_at:
-                self.flush()
         else:
             i = self.append(code, -1, -1, d)
         self.sources[i] = t
@@ -204,7 +223,11 @@ class Tape:
             if self.V.shape[0] >= 1024 and len(_pool) < 4:
                 _pool.append(self.V)
             self.V = np.empty(0)
-            self.sources = {k: v for k, v in self.sources.items() if v._t is None}
+
+    def __del__(self):
+        V = self.V
+        if V.shape[0] >= 1024 and len(_pool) < 4:
+            _pool.append(V)
 
     def __len__(self):
         return self.next
@@ -237,10 +260,13 @@ def current_tape():
     t = STATE.tape
     if t is None:
         t = STATE.tape = Tape()
+    elif t.next >= t.flush_at:
+        t = t.maintain(1)
     return t
 
 
 def replace_default(old):
-    """After a backward consumed the whole default tape, start recording on a new one."""
+    """After a backward without retain_graph, new recording starts on a new tape; the
+    old one lives as long as its tensors do."""
     if STATE.tape is old and not old._prev:
         STATE.tape = Tape()

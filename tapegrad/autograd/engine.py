@@ -51,41 +51,39 @@ def _entry_size(t, e):
     return 1 if m < 0 else int(t.IAUX[m])
 
 
-def run(outputs, seeds, retain_graph, wanted=None):
-    """Sweep from ``outputs`` seeded with ``seeds``.  Returns ``(leaf_grads, wanted_grads)``:
-    leaf id -> (leaf, float64 array) for every leaf reached, and the adjoints of the
-    ``wanted`` tensors (None where not reached)."""
-    wanted = wanted or ()
+def run(outputs, seeds, retain_graph, wanted=()):
+    """Sweep from ``outputs`` seeded with ``seeds``.  Returns ``(deliveries, found)``:
+    a list of (leaf, gradient) pairs, one per leaf entry reached (a leaf used on two
+    tapes appears twice), and the summed adjoints of the ``wanted`` tensors (None
+    where not reached).  Gradients are floats for 0-d float64 leaves, else float64
+    arrays."""
     want_at = {}                      # (tape uid, entry) -> position in wanted
     for k, w in enumerate(wanted):
         if w._t is not None:
             want_at[(w._t.uid, w._i)] = k
     found = [None] * len(wanted)
-    leaf_grads = {}
-    pending = {}
-    tapes = {}
+    deliveries = []
+    pending, tapes = {}, {}
     for out, s in zip(outputs, seeds):
         if out._t is None:
-            _add_leaf(leaf_grads, out, s)
+            deliveries.append((out, s))
             continue
         tapes[out._t.uid] = out._t
         pending.setdefault(out._t.uid, []).append((out._i, s))
     while pending:
         uid = max(pending)
-        t = tapes[uid]
-        _sweep_tape(t, pending.pop(uid), retain_graph, leaf_grads, pending, tapes, want_at, found)
-    for k, w in enumerate(wanted):
-        if w._t is None and id(w) in leaf_grads:
-            found[k] = leaf_grads[id(w)][1]
-    return leaf_grads, found
+        _sweep_tape(tapes[uid], pending.pop(uid), retain_graph, deliveries, pending, tapes,
+                    want_at, found)
+    if wanted:
+        leaf_pos = {id(w): k for k, w in enumerate(wanted) if w._t is None}
+        for leaf, g in deliveries:
+            k = leaf_pos.get(id(leaf))
+            if k is not None:
+                found[k] = g if found[k] is None else found[k] + g
+    return deliveries, found
 
 
-def _add_leaf(acc, leaf, g):
-    prev = acc.get(id(leaf))
-    acc[id(leaf)] = (leaf, g.copy() if prev is None else prev[1] + g)
-
-
-def _sweep_tape(t, seeds, retain_graph, leaf_grads, pending, tapes, want_at, found):
+def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, found):
     t.flush()
     n = t.next
     live = np.zeros(n, np.uint8)
@@ -106,13 +104,20 @@ def _sweep_tape(t, seeds, retain_graph, leaf_grads, pending, tapes, want_at, fou
     def adjoint(e, shape):
         return G[OFF[e]:OFF[e] + _entry_size(t, e)].reshape(shape)
 
-    for e, src in t.sources.items():
-        if live[e]:
+    if t.sources:
+        ents = np.fromiter(t.sources, np.int64, len(t.sources))
+        reached = live[ents].tolist()
+        first = G[OFF[ents]].tolist()      # the whole gradient of a 0-d float64 source
+        scalar = (t.META[ents] < 0).tolist()
+        for k, src in enumerate(t.sources.values()):
+            if not reached[k]:
+                continue
+            g = first[k] if scalar[k] else adjoint(int(ents[k]), src.shape).copy()
             if src._t is None:
-                _add_leaf(leaf_grads, src, adjoint(e, src.shape))
+                deliveries.append((src, g))
             else:
                 tapes[src._t.uid] = src._t
-                pending.setdefault(src._t.uid, []).append((src._i, adjoint(e, src.shape).copy()))
+                pending.setdefault(src._t.uid, []).append((src._i, np.asarray(g)))
     for e, x in t.retained.items():
         if live[e]:
             _accumulate(x, adjoint(e, x.shape))
@@ -129,15 +134,21 @@ def _consume(t, live, n):
     t.FLAGS[:n][swept] |= tp.CONSUMED
     if np.all((t.FLAGS[:n] & tp.CONSUMED).astype(bool) | src):
         t.release()
-        tp.replace_default(t)
+    tp.replace_default(t)
 
 
 def _accumulate(x, g):
-    """AccumulateGrad: add ``g`` (float64) into ``x.grad`` in x's dtype."""
-    g = np.asarray(g, x.dtype.np)
+    """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype."""
     old = x.grad
+    if g.__class__ is float and x._d.__class__ is float:
+        if old is None:
+            x.grad = _leaf(g)
+        else:
+            old._d = old._d + g
+        return
+    g = np.asarray(g, x.dtype.np)
     if old is None:
-        x.grad = _leaf(_norm(g.copy() if g.ndim else g))
+        x.grad = _leaf(_norm(g.copy()))
     else:
         old._d = _norm(np.asarray(old._arr + g))
 
@@ -158,8 +169,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             if g is not None:
                 _accumulate(x, g)
         return
-    leaf_grads, _ = run(outputs, seeds, retain_graph)
-    for leaf, g in leaf_grads.values():
+    deliveries, _ = run(outputs, seeds, retain_graph)
+    for leaf, g in deliveries:
         if leaf._rg:
             _accumulate(leaf, g)
 

@@ -63,6 +63,12 @@ def main():
     with open(PATH, "w") as f:
         f.write(source())
     print(f"wrote {PATH}")
+    # Numba's cache keys a function on its own file only: kernels that import the
+    # generated constants would keep stale opcodes, so drop the compiled cache.
+    cache = os.path.join(os.path.dirname(__file__), "__pycache__")
+    for name in os.listdir(cache) if os.path.isdir(cache) else ():
+        if name.endswith((".nbi", ".nbc")):
+            os.remove(os.path.join(cache, name))
 
 
 if __name__ == "__main__":
