@@ -1,0 +1,269 @@
+"""The engine: backward, autograd.grad, accumulation, grad modes, tapes."""
+import threading
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.autograd import grad
+
+
+def test_seed_example():
+    x = tg.tensor([2.0], requires_grad=True)
+    y = x * 3
+    z = y + 5
+    assert z.grad_fn.name() == "AddBackward0"
+    nf = z.grad_fn.next_functions
+    assert nf[0][0].name() == "MulBackward0" and nf[0][1] == 0 and nf[1] == (None, 0)
+    assert y.grad_fn.next_functions[0][0].variable is x
+    z.backward()
+    assert x.grad.tolist() == [3.0]
+
+
+def test_gradients_accumulate_and_zero():
+    x = tg.tensor(1.5, requires_grad=True)
+    (x * x).backward()
+    (x * x).backward()
+    assert x.grad.item() == 6.0
+    x.grad = None
+    (x * 2.0).backward()
+    assert x.grad.item() == 2.0
+
+
+def test_grad_identity_kept_on_accumulation():
+    x = tg.ones(3, requires_grad=True)
+    (x * 2).sum().backward()
+    g = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is g and g.tolist() == [5.0, 5.0, 5.0]
+
+
+def test_retain_graph_allows_second_backward():
+    x = tg.tensor(2.0, requires_grad=True)
+    y = x.exp() * x
+    y.backward(retain_graph=True)
+    first = x.grad.item()
+    y.backward()
+    assert x.grad.item() == pytest.approx(2 * first)
+
+
+def test_backward_with_gradient_on_vector():
+    x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * x
+    y.backward(tg.tensor([1.0, 0.5, 0.0]))
+    assert x.grad.tolist() == [2.0, 2.0, 0.0]
+
+
+def test_autograd_grad_does_not_touch_dot_grad():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    w = tg.tensor([3.0, 4.0], requires_grad=True)
+    y = (x * w).sum()
+    gx, gw = grad(y, (x, w))
+    assert gx.tolist() == [3.0, 4.0] and gw.tolist() == [1.0, 2.0]
+    assert x.grad is None and w.grad is None
+
+
+def test_autograd_grad_of_non_leaf_and_grad_outputs():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    y = h * h
+    gh, = grad(y, h, grad_outputs=tg.tensor([1.0, 1.0]))
+    assert gh.tolist() == [4.0, 8.0]
+
+
+def test_allow_unused_returns_none():
+    x = tg.tensor(1.0, requires_grad=True)
+    u = tg.tensor(1.0, requires_grad=True)
+    y = x * 2.0
+    gx, gu = grad(y, (x, u), allow_unused=True)
+    assert gx.item() == 2.0 and gu is None
+
+
+def test_backward_inputs_restricts_accumulation():
+    x = tg.tensor(1.0, requires_grad=True)
+    w = tg.tensor(2.0, requires_grad=True)
+    (x * w).backward(inputs=[w])
+    assert w.grad.item() == 1.0 and x.grad is None
+
+
+def test_retain_grad_on_non_leaf():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 3
+    h.retain_grad()
+    (h * h).sum().backward()
+    assert h.retains_grad and h.grad.tolist() == [6.0, 12.0]
+    assert x.grad.tolist() == [18.0, 36.0]
+
+
+def test_detach_cuts_the_graph():
+    x = tg.tensor(2.0, requires_grad=True)
+    y = (x * x).detach()
+    assert not y.requires_grad and y.grad_fn is None and y.is_leaf
+    z = x * y
+    z.backward()
+    assert x.grad.item() == 4.0
+
+
+def test_requires_grad_propagation_and_int_tensors():
+    x = tg.tensor([1.0, 2.0])
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    assert not (x * 2).requires_grad
+    assert (x * w).requires_grad and not (x * w).is_leaf
+    i = tg.tensor([1, 2])
+    assert i.dtype is tg.int64 and not (i * w).is_leaf
+    assert not (w > 1.0).requires_grad and (w > 1.0).dtype is tg.bool
+
+
+def test_no_grad_outputs_usable_later():
+    x = tg.tensor(3.0, requires_grad=True)
+    with tg.no_grad():
+        y = x * 2.0
+    assert not y.requires_grad and y.grad_fn is None
+    z = x * y
+    z.backward()
+    assert x.grad.item() == 6.0
+
+
+def test_grad_mode_decorators_and_set_grad_enabled():
+    x = tg.tensor(1.0, requires_grad=True)
+
+    @tg.no_grad()
+    def f():
+        return x * 2.0
+
+    assert not f().requires_grad and tg.is_grad_enabled()
+    with tg.set_grad_enabled(False):
+        assert not tg.is_grad_enabled()
+        with tg.enable_grad():
+            assert (x * 2.0).requires_grad
+    assert tg.is_grad_enabled()
+    tg.set_grad_enabled(False)
+    assert not tg.is_grad_enabled()
+    tg.set_grad_enabled(True)
+
+
+def test_inference_mode_tensors_cannot_be_saved():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with tg.inference_mode():
+        assert tg.is_inference_mode_enabled()
+        y = x * 2
+    assert not y.requires_grad
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        x * y
+    (x * y.clone()).sum().backward()
+    assert x.grad.tolist() == [2.0, 4.0]
+
+
+def test_grad_mode_is_per_thread():
+    seen = []
+    with tg.no_grad():
+        th = threading.Thread(target=lambda: seen.append(tg.is_grad_enabled()))
+        th.start()
+        th.join()
+    assert seen == [True]
+
+
+def test_explicit_tape_scopes_recording():
+    x = tg.tensor(1.0, requires_grad=True)
+    with tg.Tape() as t:
+        y = (x * 2.0).exp()
+    assert y.tape is t and len(t) == 3      # leaf, mul, exp
+    z = y * 3.0                             # recorded on the default tape, crosses tapes
+    assert z.tape is not t
+    z.backward()
+    assert x.grad.item() == pytest.approx(6.0 * np.exp(2.0))
+
+
+def test_graphs_across_tapes_in_both_orders():
+    x = tg.tensor([0.5, 1.0], requires_grad=True)
+    with tg.Tape():
+        a = x * x
+    with tg.Tape():
+        b = a.sin()
+    with tg.Tape():
+        c = (b * a).sum()
+    c.backward()
+    xv = np.array([0.5, 1.0])
+    expect = 2 * xv * (np.cos(xv**2) * xv**2 + np.sin(xv**2))
+    np.testing.assert_allclose(x.grad.numpy(), expect)
+
+
+def test_only_the_subgraph_of_the_output_is_swept():
+    x = tg.tensor(1.0, requires_grad=True)
+    w = tg.tensor(1.0, requires_grad=True)
+    a = x * 2.0
+    b = w * 3.0
+    a.backward()
+    assert x.grad.item() == 2.0 and w.grad is None
+    b.backward()                             # b's graph was not consumed by a.backward()
+    assert w.grad.item() == 3.0
+
+
+def test_leaf_backward_and_float32():
+    x = tg.tensor([1.0, 2.0], dtype=tg.float32, requires_grad=True)
+    y = (x * x).sum()
+    assert y.dtype is tg.float32
+    y.backward()
+    assert x.grad.dtype is tg.float32 and x.grad.tolist() == [2.0, 4.0]
+    m = tg.ones(2, 3, dtype=tg.float32, requires_grad=True)
+    out = (m @ tg.ones(3, 4, dtype=tg.float32)).tanh().mean()
+    assert out.dtype is tg.float32
+    out.backward()
+    assert m.grad.dtype is tg.float32
+
+
+def test_mixed_dtypes_promote_like_pytorch():
+    f32 = tg.ones(2, dtype=tg.float32)
+    f64 = tg.ones(2)
+    assert (f32 + f64).dtype is tg.float64
+    assert (f32 + 1.5).dtype is tg.float32
+    assert (f32 + tg.tensor(1.5)).dtype is tg.float32   # a 0-d tensor does not promote
+    assert (tg.tensor([1, 2]) * 1.5).dtype is tg.float64
+    assert (tg.tensor([1, 2]) + 1).dtype is tg.int64
+
+
+def test_iteration_len_item_tolist():
+    m = tg.arange(6.0).reshape(2, 3)
+    rows = list(m)
+    assert len(m) == 2 and rows[1].tolist() == [3.0, 4.0, 5.0]
+    assert tg.tensor(2.5).item() == 2.5 and m.tolist()[0] == [0.0, 1.0, 2.0]
+    assert m.shape == (2, 3) and m.size(1) == 3 and m.numel() == 6 and m.ndim == 2
+    assert repr(tg.Size([2, 3])) == "tapegrad.Size([2, 3])"
+
+
+def test_factories():
+    tg.manual_seed(0)
+    a = tg.randn(3, 4)
+    tg.manual_seed(0)
+    assert tg.randn(3, 4).tolist() == a.tolist()
+    assert tg.zeros(2, 2).sum().item() == 0 and tg.ones((2, 3)).shape == (2, 3)
+    assert tg.full((2,), 7.0).tolist() == [7.0, 7.0] and tg.eye(2).tolist() == [[1, 0], [0, 1]]
+    assert tg.linspace(0, 1, 5).tolist() == [0, 0.25, 0.5, 0.75, 1.0]
+    assert tg.arange(3).dtype is tg.int64 and tg.arange(3.0).dtype is tg.float64
+    assert tg.zeros_like(a).shape == a.shape and tg.ones_like(a, dtype=tg.float32).dtype is tg.float32
+    z = tg.from_numpy(np.arange(3, dtype=np.float32))
+    assert z.dtype is tg.float32
+    r = tg.rand(100)
+    assert 0 <= r.min().item() and r.max().item() < 1
+
+
+def test_default_dtype_switch():
+    tg.set_default_dtype(tg.float32)
+    try:
+        assert tg.tensor([1.0]).dtype is tg.float32 and tg.zeros(2).dtype is tg.float32
+    finally:
+        tg.set_default_dtype(tg.float64)
+    assert tg.tensor([1.0]).dtype is tg.float64
+
+
+def test_indexing_variants_match_numpy():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    t = tg.tensor(a)
+    for key in (1, (0, 2), (slice(None), 1), (Ellipsis, 2), (None, 1), ([1, 0],),
+                (slice(None), [0, 2], 1), (a > 10,), (1, slice(1, 3), slice(None, None, 2))):
+        np.testing.assert_array_equal(t[key].numpy(), a[key])
+    x = tg.tensor(a, requires_grad=True)
+    x[:, [0, 0, 2], 1:3].sum().backward()
+    expect = np.zeros_like(a)
+    np.add.at(expect, (slice(None), [0, 0, 2], slice(1, 3)), 1.0)
+    np.testing.assert_array_equal(x.grad.numpy(), expect)
