@@ -61,8 +61,9 @@ class Tape:
         self.uid = next(_uids)
         self.next = 0            # index of the next entry (staged entries included)
         self.n = 0               # entries written to the columns
-        self.stage = []
+        self.stage = []          # staged scalar entries, flat
         self._stage_put = self.stage.extend
+        self.astage = []         # staged array entries
         self.flush_at = _STAGE_BLOCK
         self.OP = np.empty(capacity, np.int16)
         self.A = np.empty(capacity, np.int64)
@@ -87,26 +88,66 @@ class Tape:
 
     # -- recording -------------------------------------------------------------------
     def flush(self):
-        """Move staged scalar entries into the columns."""
-        st = self.stage
-        if not st:
+        """Move the staged entries into the columns and their values into the arena.
+
+        Scalar entries are staged as flat 5-tuples (code, a, b, c, value); array
+        entries as (index, code, a, b, c, c2, flags, value, meta).  Entries between
+        ``n`` and ``next`` that are not array entries are the scalar ones, in order."""
+        st, ast = self.stage, self.astage
+        if not st and not ast:
             return
-        k = len(st) // 5
-        blk = np.fromiter(st, np.float64, len(st)).reshape(k, 5)
-        st.clear()
-        n, nv = self.n, self.nv
-        self._reserve(n + k, nv + k, 0)
-        s = slice(n, n + k)
-        self.OP[s] = blk[:, 0]
-        self.A[s] = blk[:, 1]
-        self.B[s] = blk[:, 2]
-        self.C[s] = blk[:, 3]
-        self.C2[s] = 0.0
-        self.META[s] = -1
-        self.FLAGS[s] = 0
-        self.OFF[s] = np.arange(nv, nv + k)
-        self.V[nv:nv + k] = blk[:, 4]
-        self.n, self.nv = n + k, nv + k
+        n, end, nv, ni = self.n, self.next, self.nv, self.ni
+        ks = len(st) // 5
+        if ast:
+            rows = list(zip(*ast))
+            values = [v.reshape(-1) for v in rows[7]]
+            sizes = np.fromiter((v.size for v in values), np.int64, len(values))
+            metas = rows[8]
+            mlens = np.fromiter((len(m) for m in metas), np.int64, len(metas))
+            nva, nia = int(sizes.sum()), int(mlens.sum())
+        else:
+            nva = nia = 0
+        self._reserve(end, nv + ks + nva, ni + nia)
+        if ks:
+            blk = np.fromiter(st, np.float64, 5 * ks).reshape(ks, 5)
+            st.clear()
+            idx = np.arange(n, end)
+            if ast:
+                idx = np.setdiff1d(idx, np.fromiter(rows[0], np.int64, len(ast)),
+                                   assume_unique=True)
+            self.OP[idx] = blk[:, 0]
+            self.A[idx] = blk[:, 1]
+            self.B[idx] = blk[:, 2]
+            self.C[idx] = blk[:, 3]
+            self.C2[idx] = 0.0
+            self.META[idx] = -1
+            self.FLAGS[idx] = 0
+            self.OFF[idx] = np.arange(nv, nv + ks)
+            self.V[nv:nv + ks] = blk[:, 4]
+        if ast:
+            ast.clear()
+            idx = np.fromiter(rows[0], np.int64, len(rows[0]))
+            for col, k in ((self.OP, 1), (self.A, 2), (self.B, 3), (self.C, 4), (self.C2, 5),
+                           (self.FLAGS, 6)):
+                col[idx] = rows[k]
+            start = nv + ks
+            # (in place: ``python_int + array`` leaks a small object per call in NumPy 2.4)
+            offs = sizes.cumsum()
+            offs -= sizes
+            offs += start
+            self.OFF[idx] = offs
+            np.concatenate(values, out=self.V[start:start + nva], casting="unsafe")
+            ends = mlens.cumsum()
+            ends -= mlens
+            ends += ni
+            self.META[idx] = ends
+            if any(m.__class__ is np.ndarray for m in metas):
+                self.IAUX[ni:ni + nia] = np.concatenate([np.asarray(m, np.int64) for m in metas])
+            else:
+                self.IAUX[ni:ni + nia] = np.fromiter(itertools.chain.from_iterable(metas),
+                                                     np.int64, nia)
+            self.max_size = max(self.max_size, int(sizes.max()))
+        self.n, self.nv, self.ni = end, nv + ks + nva, ni + nia
 
     def maintain(self, held=0):
         """Called at the start of an op once ``flush_at`` is reached (every block of
@@ -138,38 +179,18 @@ class Tape:
             self.IAUX = _grow(self.IAUX, ni)
 
     def append(self, code, a, b, value, extras=(), c=0.0, c2=0.0, flags=0):
-        """Write one entry for an array (or 0-d) ``value``; returns its index."""
-        if self.stage:
-            self.flush()
+        """Stage one entry for an array (or 0-d) ``value``; returns its index.  The
+        value is copied into the arena at the next flush and must not change before."""
         value = np.asarray(value)
-        shape = value.shape
-        size = value.size
         i = self.next
-        ni = self.ni
-        meta = (size, len(shape)) + shape
-        if isinstance(extras, np.ndarray):   # long extras (index lists): one block copy
-            nm = len(meta) + extras.size
-            self._reserve(i + 1, self.nv + size, ni + nm)
-            self.IAUX[ni + len(meta):ni + nm] = extras
-        else:
+        self.next = i + 1
+        shape = value.shape
+        meta = (value.size, len(shape)) + shape
+        if extras.__class__ is np.ndarray:   # long extras (index lists)
+            meta = np.concatenate((np.array(meta, np.int64), extras))
+        elif extras:
             meta += tuple(extras)
-            nm = len(meta)
-            self._reserve(i + 1, self.nv + size, ni + nm)
-        self.OP[i] = code
-        self.A[i] = a
-        self.B[i] = b
-        self.C[i] = c
-        self.C2[i] = c2
-        self.FLAGS[i] = flags
-        self.META[i] = ni
-        self.IAUX[ni:ni + len(meta)] = meta
-        self.OFF[i] = self.nv
-        self.V[self.nv:self.nv + size] = value.reshape(-1)
-        self.ni = ni + nm
-        self.nv += size
-        if size > self.max_size:
-            self.max_size = size
-        self.next = self.n = i + 1
+        self.astage.append((i, code, a, b, c, c2, flags, value, meta))
         return i
 
     def register(self, t):
@@ -197,6 +218,7 @@ class Tape:
 
     # -- reading ---------------------------------------------------------------------
     def shape(self, i):
+        self.flush()
         m = self.META[i]
         if m < 0:
             return ()
@@ -204,6 +226,7 @@ class Tape:
         return tuple(int(s) for s in self.IAUX[m + 2:m + 2 + nd])
 
     def extras(self, i):
+        self.flush()
         m = self.META[i]
         return self.IAUX[m + 2 + self.IAUX[m + 1]:]
 

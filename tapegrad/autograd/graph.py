@@ -31,6 +31,7 @@ class Node:
         t = self._tape()
         if t is None:
             raise RuntimeError("the tape of this Node has been freed")
+        t.flush()
         return t
 
     def name(self):
@@ -49,7 +50,6 @@ class Node:
     @property
     def next_functions(self):
         t = self._t()
-        t.flush()
         out = []
         for j in _inputs(t, self._i):
             if j < 0:
