@@ -18,7 +18,7 @@ from .ops import scalar_math
 from .ops.table import BY_NAME, CODE, EW_OPS
 from .record import broadcast_shape, broadcast_to
 from .tape import current_tape
-from .tensor import Tensor, _leaf, _new, _norm, buf, recording
+from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording
 
 _NUMBERS = (float, int, bool)
 # ops that keep an integer dtype on integer inputs; all others give floats
@@ -129,7 +129,18 @@ def _general(op, x, y=None, c2=0.0, lconst=False):
     return o
 
 
-# -- the scalar fast path ----------------------------------------------------------------
+# -- the fast paths ------------------------------------------------------------------------
+def _array_result(code, r, x, y, c, sx, sy):
+    """Tensor for ``r``, the result of a float-array op on operands of one shape and
+    dtype (or a Python number ``y``), recorded if an operand requires grad."""
+    if not STATE.grad or not (x._rg or (y.__class__ is Tensor and y._rg)):
+        return _leaf(r)
+    t = current_tape()
+    ia = buf(t, x, sx)
+    ib = buf(t, y, sy) if y.__class__ is Tensor else -1
+    return _result(r, t, t.append(code, ia, ib, r, c=c))
+
+
 def _make_unary(op):
     code, py, npf = CODE[op.name], _py_rule(op), _np_rule(op)
     saved = "self" in op.saves
@@ -137,6 +148,8 @@ def _make_unary(op):
     def unary(x):
         d = x._d
         if d.__class__ is not float:
+            if d.__class__ is np.ndarray and d.dtype.kind == "f":
+                return _array_result(code, npf(d), x, None, 0.0, saved, False)
             return _general(op, x)
         try:
             r = py(d)
@@ -172,6 +185,14 @@ def _make_binary(op):
                 return _rbinary(op, x, y)
         xd = x._d
         yc = y.__class__
+        if xd.__class__ is np.ndarray and xd.dtype.kind == "f":
+            if yc is Tensor:
+                yd = y._d
+                if yd.__class__ is np.ndarray and yd.shape == xd.shape and yd.dtype == xd.dtype:
+                    return _array_result(code, npf(xd, yd), x, y, 0.0, sx, sy)
+            elif yc is float or yc is int:
+                return _array_result(code, npf(xd, y), x, y, float(y), sx, sy)
+            return _general(op, x, y)
         if yc is Tensor:
             yd = y._d
             if xd.__class__ is not float or yd.__class__ is not float:

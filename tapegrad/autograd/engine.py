@@ -8,7 +8,7 @@ all tapes before they are written into ``.grad`` (AccumulateGrad).
 import numpy as np
 
 from .. import tape as tp
-from ..kernels.reverse import mark, sweep
+from ..kernels.reverse import sweep
 from ..tensor import Tensor, _leaf, _norm
 
 def _as_tuple(x):
@@ -91,15 +91,17 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
     for e, _ in seeds:
         live[e] = 1
         top = max(top, e)
-    if mark(top, t.OP, t.A, t.B, t.META, t.IAUX, t.FLAGS, live) >= 0 or t.released:
+    if t.released:
         raise RuntimeError(tp.SECOND_BACKWARD)
     G = np.zeros(t.nv)
     OFF = t.OFF
     for e, s in seeds:
         G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)
-    lo = int(np.argmax(live))
-    scratch = np.empty(2 * t.max_size)
-    sweep(lo, top + 1, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.V, G, live, scratch)
+    scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
+    omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
+    if sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G, live, scratch,
+             omap) >= 0:
+        raise RuntimeError(tp.SECOND_BACKWARD)
 
     def adjoint(e, shape):
         return G[OFF[e]:OFF[e] + _entry_size(t, e)].reshape(shape)

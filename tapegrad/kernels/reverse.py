@@ -44,39 +44,17 @@ def strided(k, IAUX, shp, strd, nd):
 
 
 @njit(**_JIT)
-def mark(top, OP, A, B, META, IAUX, FLAGS, live):
-    """Mark in ``live`` every entry the pre-marked roots depend on (constants excluded:
-    ``live`` doubles as "needs an adjoint" in the sweep).  Returns the index
-    of a needed entry that an earlier backward consumed, or -1."""
-    for i in range(top, -1, -1):
-        if live[i] == 0:
-            continue
-        op = OP[i]
-        if SOURCE_FIRST <= op <= SOURCE_LAST:
-            continue
-        if FLAGS[i] & 1:
-            return i
-        _need(A[i], OP, live)
-        _need(B[i], OP, live)
-        if CAT_FIRST <= op <= CAT_LAST:
-            e = extras_at(META, IAUX, i)
-            for j in range(IAUX[e + 1]):
-                _need(IAUX[e + 2 + 2 * j], OP, live)
-    return -1
+def _needs(j, OP):
+    """Does buffer j want an adjoint (is it an input other than a constant)?"""
+    return j >= 0 and OP[j] != OP_CONST
 
 
 @njit(**_JIT)
-def _need(j, OP, live):
-    if j >= 0 and OP[j] != OP_CONST:
-        live[j] = 1
-
-
-@njit(**_JIT)
-def _ew(i, op, A, B, C, C2, OFF, META, IAUX, V, G, live):
+def _ew(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G):
     a, b = A[i], B[i]
     c, c2, oi = C[i], C2[i], OFF[i]
-    ga = a >= 0 and live[a]
-    gb = b >= 0 and live[b]
+    ga = _needs(a, OP)
+    gb = _needs(b, OP)
     oa = OFF[a] if a >= 0 else 0
     ob = OFF[b] if b >= 0 else 0
     for k in range(size_of(META, IAUX, i)):
@@ -90,26 +68,61 @@ def _ew(i, op, A, B, C, C2, OFF, META, IAUX, V, G, live):
 
 
 @njit(**_JIT)
-def _where(i, A, B, OFF, META, IAUX, V, G, live):
+def _where(i, OP, A, B, OFF, META, IAUX, V, G):
     a, b, oi = A[i], B[i], OFF[i]
     cond = OFF[IAUX[extras_at(META, IAUX, i)]]
     for k in range(size_of(META, IAUX, i)):
         if V[cond + k] != 0.0:
-            if a >= 0 and live[a]:
+            if _needs(a, OP):
                 G[OFF[a] + k] += G[oi + k]
-        elif b >= 0 and live[b]:
+        elif _needs(b, OP):
             G[OFF[b] + k] += G[oi + k]
 
 
 @njit(**_JIT)
-def _gather(i, A, OFF, META, IAUX, G):
+def _pad4(IAUX, at, nd, fill):
+    """The last four of the nd values at IAUX[at:], padded in front with ``fill``."""
+    p = 4 - nd
+    v0 = IAUX[at - p] if p <= 0 else fill
+    v1 = IAUX[at + 1 - p] if p <= 1 else fill
+    v2 = IAUX[at + 2 - p] if p <= 2 else fill
+    v3 = IAUX[at + 3 - p] if p <= 3 else fill
+    return v0, v1, v2, v3
+
+
+@njit(**_JIT)
+def offsets(IAUX, shp, strd, nd, out):
+    """out[k] = offset of linear index k of the C-ordered shape at IAUX[shp:] under the
+    strides at IAUX[strd:]; nested loops (no division) for up to 4 dims."""
+    if nd > 4:
+        n = 1
+        for d in range(nd):
+            n *= IAUX[shp + d]
+        for k in range(n):
+            out[k] = strided(k, IAUX, shp, strd, nd)
+        return
+    s0, s1, s2, s3 = _pad4(IAUX, shp, nd, 1)
+    t0, t1, t2, t3 = _pad4(IAUX, strd, nd, 0)
+    k = 0
+    for i0 in range(s0):
+        for i1 in range(s1):
+            for i2 in range(s2):
+                o = i0 * t0 + i1 * t1 + i2 * t2
+                for i3 in range(s3):
+                    out[k] = o + i3 * t3
+                    k += 1
+
+
+@njit(**_JIT)
+def _gather(i, A, OFF, META, IAUX, G, omap):
     m = META[i]
     nd = IAUX[m + 1]
     e = m + 2 + nd
     base = OFF[A[i]] + IAUX[e]
     oi = OFF[i]
+    offsets(IAUX, m + 2, e + 1, nd, omap)
     for k in range(IAUX[m]):
-        G[base + strided(k, IAUX, m + 2, e + 1, nd)] += G[oi + k]
+        G[base + omap[k]] += G[oi + k]
 
 
 @njit(**_JIT)
@@ -121,8 +134,10 @@ def _index(i, A, OFF, META, IAUX, G):
 
 
 @njit(**_JIT)
-def _reduce(i, op, A, OFF, META, IAUX, V, G, scratch):
-    """Reductions: input element k goes to output element strided(k, in shape, ostrides)."""
+def _reduce(i, op, A, OFF, META, IAUX, V, G, scratch, omap):
+    """Reductions: input element k goes to output element ``o[k]`` (offsets of the
+    input's shape under the output strides, in ``omap``); ``scratch`` holds two
+    per-output accumulators."""
     a = A[i]
     ma = META[a]
     nin = 1 if ma < 0 else IAUX[ma]
@@ -130,48 +145,49 @@ def _reduce(i, op, A, OFF, META, IAUX, V, G, scratch):
     e = extras_at(META, IAUX, i)
     nout = size_of(META, IAUX, i)
     oa, oi = OFF[a], OFF[i]
-    if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:
-        scale = 1.0
-        if op == OP_MEAN or op == OP_MEAN_DIM:
-            scale = nout / nin
+    o = omap
+    acc = scratch
+    if ma < 0:
+        o[0] = 0
+    else:
+        offsets(IAUX, ma + 2, e, nd, o)
+    if op == OP_SUM or op == OP_SUM_DIM:
         for k in range(nin):
-            G[oa + k] += G[oi + strided(k, IAUX, ma + 2, e, nd)] * scale
+            G[oa + k] += G[oi + o[k]]
+    elif op == OP_MEAN or op == OP_MEAN_DIM:
+        scale = nout / nin
+        for k in range(nin):
+            G[oa + k] += G[oi + o[k]] * scale
     elif op == OP_AMAX or op == OP_AMIN or op == OP_MAX_ALL or op == OP_MIN_ALL:
         # the gradient is shared evenly among the positions that attain the extremum
-        for o in range(nout):
-            scratch[o] = 0.0
+        acc[:nout] = 0.0
         for k in range(nin):
-            o = strided(k, IAUX, ma + 2, e, nd)
-            if V[oa + k] == V[oi + o]:
-                scratch[o] += 1.0
+            if V[oa + k] == V[oi + o[k]]:
+                acc[o[k]] += 1.0
         for k in range(nin):
-            o = strided(k, IAUX, ma + 2, e, nd)
-            if V[oa + k] == V[oi + o]:
-                G[oa + k] += G[oi + o] / scratch[o]
+            if V[oa + k] == V[oi + o[k]]:
+                G[oa + k] += G[oi + o[k]] / acc[o[k]]
     elif op == OP_PROD or op == OP_PROD_DIM:
         # product of the others, exact with zeros: count zeros and multiply the non-zeros
-        for o in range(nout):
-            scratch[o] = 0.0
-            scratch[nout + o] = 1.0
+        acc[:nout] = 0.0
+        acc[nout:2 * nout] = 1.0
         for k in range(nin):
-            o = strided(k, IAUX, ma + 2, e, nd)
             x = V[oa + k]
             if x == 0.0:
-                scratch[o] += 1.0
+                acc[o[k]] += 1.0
             else:
-                scratch[nout + o] *= x
+                acc[nout + o[k]] *= x
         for k in range(nin):
-            o = strided(k, IAUX, ma + 2, e, nd)
             x = V[oa + k]
-            zeros = scratch[o]
+            zeros = acc[o[k]]
             if zeros == 0.0:
-                G[oa + k] += G[oi + o] * scratch[nout + o] / x
+                G[oa + k] += G[oi + o[k]] * acc[nout + o[k]] / x
             elif zeros == 1.0 and x == 0.0:
-                G[oa + k] += G[oi + o] * scratch[nout + o]
+                G[oa + k] += G[oi + o[k]] * acc[nout + o[k]]
 
 
 @njit(**_JIT)
-def _matmul(i, A, B, OFF, META, IAUX, V, G, live):
+def _matmul(i, OP, A, B, OFF, META, IAUX, V, G):
     """out[b] = x[b] @ y[b] with x (nb, M, K), y (nb, K, N): dx = g y^T, dy = x^T g."""
     e = extras_at(META, IAUX, i)
     nb, M, K, N = IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3]
@@ -179,14 +195,14 @@ def _matmul(i, A, B, OFF, META, IAUX, V, G, live):
     oa, ob, oi = OFF[a], OFF[b], OFF[i]
     for bt in range(nb):
         xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
-        if live[a]:
+        if _needs(a, OP):
             for m in range(M):
                 for k in range(K):
                     acc = 0.0
                     for n in range(N):
                         acc += G[go + m * N + n] * V[yb + k * N + n]
                     G[xa + m * K + k] += acc
-        if live[b]:
+        if _needs(b, OP):
             for m in range(M):
                 for k in range(K):
                     xv = V[xa + m * K + k]
@@ -209,30 +225,54 @@ def _cat(i, OFF, META, IAUX, G):
 
 
 @njit(**_JIT)
-def sweep(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, G, live, scratch):
-    """Reverse sweep over the live entries in [lo, hi), last to first."""
-    for i in range(hi - 1, lo - 1, -1):
+def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap):
+    """Reverse sweep from the entries pre-marked in ``live`` (all at or below ``top``),
+    last to first.  An entry is swept if a swept entry uses it: liveness is marked
+    as the sweep goes, so only the output's subgraph is visited, in one pass.
+    Returns the index of a needed entry that an earlier backward consumed, or -1
+    (the caller then discards ``G``: nothing else has been written)."""
+    for i in range(top, -1, -1):
         if live[i] == 0:
             continue
         op = OP[i]
-        if op <= EW_LAST:
-            _ew(i, op, A, B, C, C2, OFF, META, IAUX, V, G, live)
-        elif op <= SOURCE_LAST:
+        if SOURCE_FIRST <= op <= SOURCE_LAST:
             continue
+        if FLAGS[i] & 1:
+            return i
+        a, b = A[i], B[i]
+        if a >= 0:
+            live[a] = 1
+        if b >= 0:
+            live[b] = 1
+        if op <= EW_LAST:
+            if META[i] < 0:    # 0-d: the scalar hot path (an adjoint into a constant is harmless)
+                oi = OFF[i]
+                x = V[OFF[a]] if a >= 0 else C[i]
+                y = V[OFF[b]] if b >= 0 else C[i]
+                gx, gy = ew_grad(op, x, y, V[oi], G[oi], C2[i])
+                if a >= 0:
+                    G[OFF[a]] += gx
+                if b >= 0:
+                    G[OFF[b]] += gy
+            else:
+                _ew(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G)
         elif op == OP_WHERE:
-            _where(i, A, B, OFF, META, IAUX, V, G, live)
+            _where(i, OP, A, B, OFF, META, IAUX, V, G)
         elif GATHER_FIRST <= op <= GATHER_LAST:
-            _gather(i, A, OFF, META, IAUX, G)
+            _gather(i, A, OFF, META, IAUX, G, omap)
         elif RESHAPE_FIRST <= op <= RESHAPE_LAST:
-            oa, oi = OFF[A[i]], OFF[i]
+            oa, oi = OFF[a], OFF[i]
             for k in range(size_of(META, IAUX, i)):
                 G[oa + k] += G[oi + k]
         elif INDEX_FIRST <= op <= INDEX_LAST:
             _index(i, A, OFF, META, IAUX, G)
-        elif op <= MATMUL_FIRST - 1:
-            _reduce(i, op, A, OFF, META, IAUX, V, G, scratch)
+        elif op < MATMUL_FIRST:
+            _reduce(i, op, A, OFF, META, IAUX, V, G, scratch, omap)
         elif op <= MATMUL_LAST:
-            _matmul(i, A, B, OFF, META, IAUX, V, G, live)
+            _matmul(i, OP, A, B, OFF, META, IAUX, V, G)
         elif CAT_FIRST <= op <= CAT_LAST:
+            e = extras_at(META, IAUX, i)
+            for j in range(IAUX[e + 1]):
+                live[IAUX[e + 2 + 2 * j]] = 1
             _cat(i, OFF, META, IAUX, G)
-
+    return -1

@@ -55,13 +55,13 @@ class Op:
 
 
 def _sigmoid(x):
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-x))
+    # 1 / (1 + exp(-x)) without overflow: exp(-log(1 + exp(-x)))
+    return np.exp(-np.logaddexp(0, -x))
 
 
 def _softplus(x):
-    with np.errstate(over="ignore"):
-        return np.where(x > 20.0, x, np.log1p(np.exp(np.minimum(x, 20.0)))).astype(x.dtype)
+    # PyTorch's threshold: linear above 20
+    return np.where(x > 20.0, x, np.logaddexp(0, x))
 
 
 E = "ew"
