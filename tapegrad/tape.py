@@ -64,6 +64,7 @@ class Tape:
         self.stage = []          # staged scalar entries, flat
         self._stage_put = self.stage.extend
         self.astage = []         # staged array entries
+        self._long_meta = False  # an index list is staged: flush concatenates arrays
         self.flush_at = _STAGE_BLOCK
         self.OP = np.empty(capacity, np.int16)
         self.A = np.empty(capacity, np.int64)
@@ -91,7 +92,7 @@ class Tape:
         """Move the staged entries into the columns and their values into the arena.
 
         Scalar entries are staged as flat 5-tuples (code, a, b, c, value); array
-        entries as (index, code, a, b, c, c2, flags, value, meta).  Entries between
+        entries as (index, code, a, b, c, c2, flags, value, size, len(meta), meta).  Entries between
         ``n`` and ``next`` that are not array entries are the scalar ones, in order."""
         st, ast = self.stage, self.astage
         if not st and not ast:
@@ -100,10 +101,8 @@ class Tape:
         ks = len(st) // 5
         if ast:
             rows = list(zip(*ast))
-            values = [v.reshape(-1) for v in rows[7]]
-            sizes = np.fromiter((v.size for v in values), np.int64, len(values))
-            metas = rows[8]
-            mlens = np.fromiter((len(m) for m in metas), np.int64, len(metas))
+            sizes = np.array(rows[8], np.int64)
+            mlens = np.array(rows[9], np.int64)
             nva, nia = int(sizes.sum()), int(mlens.sum())
         else:
             nva = nia = 0
@@ -136,13 +135,15 @@ class Tape:
             offs -= sizes
             offs += start
             self.OFF[idx] = offs
-            np.concatenate(values, out=self.V[start:start + nva], casting="unsafe")
+            np.concatenate(rows[7], axis=None, out=self.V[start:start + nva], casting="unsafe")
             ends = mlens.cumsum()
             ends -= mlens
             ends += ni
             self.META[idx] = ends
-            if any(m.__class__ is np.ndarray for m in metas):
+            metas = rows[10]
+            if self._long_meta:
                 self.IAUX[ni:ni + nia] = np.concatenate([np.asarray(m, np.int64) for m in metas])
+                self._long_meta = False
             else:
                 self.IAUX[ni:ni + nia] = np.fromiter(itertools.chain.from_iterable(metas),
                                                      np.int64, nia)
@@ -185,12 +186,14 @@ class Tape:
         i = self.next
         self.next = i + 1
         shape = value.shape
-        meta = (value.size, len(shape)) + shape
+        size = value.size
+        meta = (size, len(shape)) + shape
         if extras.__class__ is np.ndarray:   # long extras (index lists)
             meta = np.concatenate((np.array(meta, np.int64), extras))
+            self._long_meta = True
         elif extras:
             meta += tuple(extras)
-        self.astage.append((i, code, a, b, c, c2, flags, value, meta))
+        self.astage.append((i, code, a, b, c, c2, flags, value, size, len(meta), meta))
         return i
 
     def register(self, t):

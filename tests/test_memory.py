@@ -79,7 +79,7 @@ def _heap():
 def _arena_bytes():
     """Bytes held by all live tapes' arrays and the arena pool."""
     gc.collect()
-    tapes = [o for o in gc.get_objects() if isinstance(o, Tape)]
+    tapes = [o for o in gc.get_objects() if type(o) is Tape]
     return sum(a.nbytes for t in tapes for a in (t.V, t.OP, t.A, t.B, t.C, t.C2, t.OFF, t.META,
                                                   t.FLAGS, t.IAUX)) + sum(a.nbytes for a in _pool)
 
