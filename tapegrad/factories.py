@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import dtypes
+from .record import contiguous
 from .tensor import Tensor, _leaf, _norm
 
 _rng = [np.random.default_rng()]
@@ -64,7 +65,7 @@ def as_tensor(data, dtype=None, device=None):
 
 def from_numpy(ndarray):
     dtypes.from_np(ndarray.dtype)
-    return _make(np.ascontiguousarray(ndarray))
+    return _make(contiguous(ndarray))
 
 
 def _size(size):

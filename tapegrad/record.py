@@ -5,6 +5,12 @@ from .ops.table import CODE
 from .tape import HIDDEN
 
 
+def contiguous(a):
+    """``a`` as a C-contiguous array, 0-d kept 0-d (unlike np.ascontiguousarray)."""
+    a = np.asarray(a)
+    return a if a.flags.c_contiguous else np.array(a, order="C")
+
+
 def contiguous_strides(shape):
     strides, acc = [], 1
     for s in reversed(shape):

@@ -12,7 +12,7 @@ import numpy as np
 
 from . import dtypes
 from .ops.table import CODE
-from .record import contiguous_strides
+from .record import contiguous, contiguous_strides
 from .shape_ops import _out, _wrap_dim
 from .tape import HIDDEN
 from .tensor import Tensor, _leaf, recording
@@ -36,7 +36,7 @@ def _reduce(x, value, dims, keepdim, code):
     ostr = tuple(0 if d in dims else cs[d] for d in range(len(shape)))
     if not keepdim:
         value = value.reshape(tuple(n for d, n in enumerate(shape) if d not in dims))
-    return _out(x, value, lambda t, ia: t.append(code, ia, -1, np.ascontiguousarray(value), ostr))
+    return _out(x, value, lambda t, ia: t.append(code, ia, -1, contiguous(value), ostr))
 
 
 def _float_only(x, name):
@@ -86,7 +86,7 @@ def _extreme(x, dim, keepdim, is_max):
     if not keepdim and arr.ndim:
         value, idx_k = value.squeeze(d), idx
     code = CODE["max_dim" if is_max else "min_dim"]
-    values = _out(x, value, lambda t, ia: t.append(code, ia, -1, np.ascontiguousarray(value), pos))
+    values = _out(x, value, lambda t, ia: t.append(code, ia, -1, contiguous(value), pos))
     return minmax(values, _leaf(np.asarray(idx_k, np.int64)))
 
 

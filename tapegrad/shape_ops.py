@@ -8,7 +8,7 @@ copied: tapegrad tensors do not share storage.
 import numpy as np
 
 from .ops.table import CODE
-from .record import contiguous_strides, expand_strides, gather
+from .record import contiguous, contiguous_strides, expand_strides, gather
 from .record import reshape as rec_reshape
 from .tape import HIDDEN
 from .tensor import Size, Tensor, _leaf, _norm, _result, buf, recording
@@ -16,7 +16,7 @@ from .tensor import Size, Tensor, _leaf, _norm, _result, buf, recording
 
 def _out(x, value, build):
     """Result tensor of a structural op on ``x``: ``build(t, ia)`` records the entry."""
-    value = np.ascontiguousarray(value)
+    value = contiguous(value)
     t = recording(x) if x.dtype.is_floating_point else None
     if t is None:
         return _leaf(_norm(value.copy()))
@@ -168,10 +168,14 @@ def getitem(x, key):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
     nkey = _np_key(key)
+    if not _is_advanced(key):   # a trailing ... keeps basic indexing a view, even x[1, 2]
+        nkey = (nkey if isinstance(nkey, tuple) else (nkey,))
+        if not any(k is Ellipsis for k in nkey):
+            nkey = nkey + (Ellipsis,)
     for k in (nkey if isinstance(nkey, tuple) else (nkey,)):
         if isinstance(k, slice) and k.step is not None and k.step <= 0:
             raise ValueError("step must be greater than zero")
-    arr = np.ascontiguousarray(x._arr)
+    arr = contiguous(x._arr)
     try:
         value = arr[nkey]
     except IndexError as e:
@@ -179,7 +183,7 @@ def getitem(x, key):
     if _is_advanced(key):
         pos = np.arange(arr.size, dtype=np.int64).reshape(arr.shape)[nkey].reshape(-1)
         return _out(x, value, lambda t, ia: t.append(CODE["index"], ia, -1,
-                                                     np.ascontiguousarray(value), pos))
+                                                     contiguous(value), pos))
     return _basic(x, arr, np.asarray(value), _index_code(key))
 
 
@@ -192,12 +196,17 @@ def _basic(x, arr, view, code):
     else:
         base = 0
     strides = tuple(s // itemsize for s in view.strides)
+    # the kernel trusts these offsets: check the view lies inside x
+    lo = base + sum(s * (n - 1) for s, n in zip(strides, view.shape) if s < 0 and n)
+    hi = base + sum(s * (n - 1) for s, n in zip(strides, view.shape) if s > 0 and n)
+    if view.size and not (0 <= lo and hi < arr.size and np.may_share_memory(view, arr)):
+        raise RuntimeError(f"internal error: index view outside its tensor ({lo}, {hi})")
     return _out(x, view, lambda t, ia: gather(t, ia, view, strides, base, code))
 
 
 def _pieces(x, dim, bounds, code):
     dim = _wrap_dim(dim, x.ndim)
-    arr = np.ascontiguousarray(x._arr)
+    arr = contiguous(x._arr)
     out = []
     for a, b in bounds:
         idx = [slice(None)] * x.ndim

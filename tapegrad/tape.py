@@ -34,7 +34,11 @@ _STAGE_BLOCK = 4096          # staged scalar entries per flush
 _ROTATE_ENTRIES = 1 << 16    # a default tape still in use past these sizes is left to
 _ROTATE_VALUES = 1 << 23     # its tensors, and recording moves on to a new one
 _uids = itertools.count(1)
-_pool = []                   # value arenas released by consumed tapes, for reuse
+_pool = []                   # value arenas of released tapes, for reuse
+_col_pool = []               # column sets of dead tapes, for reuse
+_COLUMNS = (("OP", np.int16), ("A", np.int64), ("B", np.int64), ("C", np.float64),
+            ("C2", np.float64), ("OFF", np.int64), ("META", np.int64), ("FLAGS", np.uint8),
+            ("IAUX", np.int64))
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -58,6 +62,16 @@ class Tape:
     """A flat recording of operations.  ``with tapegrad.Tape() as t:`` scopes recording."""
 
     def __init__(self, capacity=256):
+        self.uid = 0
+        self._prev = []
+        cols = _col_pool.pop() if _col_pool else None
+        for name, dtype in _COLUMNS:
+            setattr(self, name, cols[name] if cols else np.empty(capacity, dtype))
+        self.V = _pool.pop() if _pool else np.empty(capacity, np.float64)
+        self._reset()
+
+    def _reset(self):
+        """Start over as a new, empty tape (a new uid) over the same arrays."""
         self.uid = next(_uids)
         self.next = 0            # index of the next entry (staged entries included)
         self.n = 0               # entries written to the columns
@@ -66,17 +80,7 @@ class Tape:
         self.astage = []         # staged array entries
         self._long_meta = False  # an index list is staged: flush concatenates arrays
         self.flush_at = _STAGE_BLOCK
-        self.OP = np.empty(capacity, np.int16)
-        self.A = np.empty(capacity, np.int64)
-        self.B = np.empty(capacity, np.int64)
-        self.C = np.empty(capacity, np.float64)
-        self.C2 = np.empty(capacity, np.float64)
-        self.OFF = np.empty(capacity, np.int64)
-        self.META = np.empty(capacity, np.int64)
-        self.FLAGS = np.empty(capacity, np.uint8)
-        self.IAUX = np.empty(capacity, np.int64)
         self.ni = 0
-        self.V = _pool.pop() if _pool else np.empty(capacity, np.float64)
         self.nv = 0
         self.max_size = 1        # largest buffer: sizes the sweep's scratch space
         self.sources = {}        # entry -> the Tensor of a leaf/const/external entry
@@ -84,7 +88,6 @@ class Tape:
         self.names = {}          # entry -> Node name of a composite op's last step
         self.views = {}          # entry -> cached Node view
         self._ext = {}           # id(foreign tensor) -> its external entry
-        self._prev = []
         self.released = False
 
     # -- recording -------------------------------------------------------------------
@@ -153,9 +156,9 @@ class Tape:
     def maintain(self, held=0):
         """Called at the start of an op once ``flush_at`` is reached (every block of
         entries, or after the value arena grew): flush the stage and, for the thread's
-        default tape, hand back a fresh tape if no tensor refers to this one any more
-        (its space is reused) or if it grew very large while still in use (it lives on
-        until its tensors die; new ops reach its graphs through external entries).
+        default tape, hand back an empty tape if no tensor refers to this one any more
+        (it starts over in place) or if it grew very large while still in use (it lives
+        on until its tensors die; new ops reach its graphs through external entries).
         ``held``: references to the tape that the caller's frame holds."""
         self.flush()
         self.flush_at = self.next + _STAGE_BLOCK
@@ -163,15 +166,16 @@ class Tape:
             return self
         # references: STATE.tape, the caller's ``t`` (``held``), ``self``, the argument
         if sys.getrefcount(self) <= 3 + held:
-            self.release()
-        elif self.next < _ROTATE_ENTRIES and self.nv < _ROTATE_VALUES:
+            self._reset()      # nothing refers to its entries: record over them
+            return self
+        if self.next < _ROTATE_ENTRIES and self.nv < _ROTATE_VALUES:
             return self
         STATE.tape = Tape()
         return STATE.tape
 
     def _reserve(self, n, nv, ni):
         if n > self.OP.shape[0]:
-            for name in ("OP", "A", "B", "C", "C2", "OFF", "META", "FLAGS"):
+            for name, _ in _COLUMNS[:-1]:
                 setattr(self, name, _grow(getattr(self, name), n))
         if nv > self.V.shape[0]:
             self.V = _grow(self.V, nv)
@@ -254,6 +258,8 @@ class Tape:
         V = self.V
         if V.shape[0] >= 1024 and len(_pool) < 4:
             _pool.append(V)
+        if len(_col_pool) < 4:
+            _col_pool.append({name: getattr(self, name) for name, _ in _COLUMNS})
 
     def __len__(self):
         return self.next

@@ -20,16 +20,17 @@ _CAT = {CODE["cat"], CODE["stack"]}
 class Node:
     """``grad_fn`` of a recorded tensor: a view of tape entry ``_i``."""
 
-    __slots__ = ("_tape", "_i", "_meta", "__weakref__")
+    __slots__ = ("_tape", "_uid", "_i", "_meta", "__weakref__")
 
     def __init__(self, tape, i):
         self._tape = weakref.ref(tape)
+        self._uid = tape.uid
         self._i = i
         self._meta = None
 
     def _t(self):
         t = self._tape()
-        if t is None:
+        if t is None or t.uid != self._uid:
             raise RuntimeError("the tape of this Node has been freed")
         t.flush()
         return t
