@@ -96,7 +96,7 @@ class AccumulateGrad:
         self._meta = None
 
     def name(self):
-        return "AccumulateGrad"
+        return "torch::autograd::AccumulateGrad"   # PyTorch's name() for this node
 
     next_functions = ()
 
