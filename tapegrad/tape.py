@@ -128,10 +128,10 @@ class Tape:
             self.V[nv:nv + ks] = blk[:, 4]
         if ast:
             ast.clear()
-            idx = np.fromiter(rows[0], np.int64, len(rows[0]))
-            for col, k in ((self.OP, 1), (self.A, 2), (self.B, 3), (self.C, 4), (self.C2, 5),
-                           (self.FLAGS, 6)):
-                col[idx] = rows[k]
+            idx = slice(n, end) if not ks else np.fromiter(rows[0], np.int64, len(rows[0]))
+            cols = np.array(rows[1:7], np.float64)
+            for k, col in enumerate((self.OP, self.A, self.B, self.C, self.C2, self.FLAGS)):
+                col[idx] = cols[k]
             start = nv + ks
             # (in place: ``python_int + array`` leaks a small object per call in NumPy 2.4)
             offs = sizes.cumsum()

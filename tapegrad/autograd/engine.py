@@ -8,7 +8,7 @@ all tapes before they are written into ``.grad`` (AccumulateGrad).
 import numpy as np
 
 from .. import tape as tp
-from ..kernels.reverse import sweep
+from ..kernels.reverse import consume, sweep
 from ..tensor import Tensor, _leaf, _norm
 
 def _as_tuple(x):
@@ -131,10 +131,7 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
 
 
 def _consume(t, live, n):
-    src = (t.OP[:n] >= tp.LEAF) & (t.OP[:n] <= tp.EXTERNAL)
-    swept = live.astype(bool) & ~src
-    t.FLAGS[:n][swept] |= tp.CONSUMED
-    if np.all((t.FLAGS[:n] & tp.CONSUMED).astype(bool) | src):
+    if consume(n, t.OP, t.FLAGS, live) == 0:
         t.release()
     tp.replace_default(t)
 

@@ -276,3 +276,18 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
                 live[IAUX[e + 2 + 2 * j]] = 1
             _cat(i, OFF, META, IAUX, G)
     return -1
+
+
+@njit(**_JIT)
+def consume(n, OP, FLAGS, live):
+    """Mark the swept entries consumed (a backward without retain_graph); returns how
+    many non-source entries of the tape are still unconsumed."""
+    left = 0
+    for i in range(n):
+        if SOURCE_FIRST <= OP[i] <= SOURCE_LAST:
+            continue
+        if live[i]:
+            FLAGS[i] |= 1
+        elif not FLAGS[i] & 1:
+            left += 1
+    return left
