@@ -71,7 +71,7 @@ def squeeze(input, dim=None):
     else:
         dims = {_wrap_dim(d, len(s)) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
         new = tuple(d for k, d in enumerate(s) if not (k in dims and d == 1))
-    return _reshaped(input, new, CODE["squeeze"])
+    return _reshaped(input, new, CODE["squeeze" if dim is None else "squeeze_dim"])
 
 
 def unsqueeze(input, dim):
@@ -168,10 +168,8 @@ def getitem(x, key):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
     nkey = _np_key(key)
-    if not _is_advanced(key):   # a trailing ... keeps basic indexing a view, even x[1, 2]
-        nkey = (nkey if isinstance(nkey, tuple) else (nkey,))
-        if not any(k is Ellipsis for k in nkey):
-            nkey = nkey + (Ellipsis,)
+    if not _is_advanced(key):
+        nkey = nkey if isinstance(nkey, tuple) else (nkey,)
     for k in (nkey if isinstance(nkey, tuple) else (nkey,)):
         if isinstance(k, slice) and k.step is not None and k.step <= 0:
             raise ValueError("step must be greater than zero")
@@ -184,10 +182,35 @@ def getitem(x, key):
         pos = np.arange(arr.size, dtype=np.int64).reshape(arr.shape)[nkey].reshape(-1)
         return _out(x, value, lambda t, ia: t.append(CODE["index"], ia, -1,
                                                      contiguous(value), pos))
-    return _basic(x, arr, np.asarray(value), _index_code(key))
+    return _basic_chain(x, nkey)
 
 
-def _basic(x, arr, view, code):
+def _basic_chain(x, key):
+    """Basic indexing as PyTorch records it: one select / slice / unsqueeze per
+    non-trivial component, left to right (``x[1, 2]`` is select then select)."""
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    dim = 0
+    out = x
+    for k in key:
+        if k is Ellipsis:
+            dim += x.ndim - n_real
+            continue
+        arr = contiguous(out._arr)
+        lead = (slice(None),) * dim
+        if k is None:
+            out = _basic(out, arr, arr[lead + (None, Ellipsis)], CODE["unsqueeze"])
+            dim += 1
+        elif isinstance(k, slice):
+            if k != slice(None) and k.indices(arr.shape[dim]) != (0, arr.shape[dim], 1):
+                out = _basic(out, arr, arr[lead + (k, Ellipsis)], CODE["slice"])
+            dim += 1
+        else:
+            out = _basic(out, arr, arr[lead + (int(k), Ellipsis)], CODE["select"])
+    return out if out is not x else _basic(x, contiguous(x._arr), contiguous(x._arr)[...],
+                                           CODE["slice"])
+
+
+def _basic(x, arr, view, code, group=()):
     """A basic-indexing view: base offset and element strides relative to x."""
     itemsize = arr.itemsize
     if view.size and arr.size:
@@ -201,17 +224,23 @@ def _basic(x, arr, view, code):
     hi = base + sum(s * (n - 1) for s, n in zip(strides, view.shape) if s > 0 and n)
     if view.size and not (0 <= lo and hi < arr.size and np.may_share_memory(view, arr)):
         raise RuntimeError(f"internal error: index view outside its tensor ({lo}, {hi})")
-    return _out(x, view, lambda t, ia: gather(t, ia, view, strides, base, code))
+    return _out(x, view, lambda t, ia: gather(t, ia, view, strides + group, base, code))
 
 
 def _pieces(x, dim, bounds, code):
     dim = _wrap_dim(dim, x.ndim)
     arr = contiguous(x._arr)
     out = []
-    for a, b in bounds:
+    first = None
+    for k, (a, b) in enumerate(bounds):
         idx = [slice(None)] * x.ndim
         idx[dim] = a if code == CODE["unbind"] else slice(a, b)
-        out.append(_basic(x, arr, arr[tuple(idx)], code))
+        # the pieces show as one Node, output k: (first piece's entry, k) after the strides
+        group = (-1, k) if first is None else (first._i, k)
+        piece = _basic(x, arr, arr[tuple(idx)], code, group)
+        if first is None and piece._t is not None:
+            first = piece
+        out.append(piece)
     return tuple(out)
 
 

@@ -15,6 +15,7 @@ from ..tape import CONSUMED, HIDDEN
 
 _LEAF, _CONST, _EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _CAT = {CODE["cat"], CODE["stack"]}
+_PIECES = {CODE["split"], CODE["unbind"]}
 
 
 class Node:
@@ -135,9 +136,9 @@ def _inputs(t, i):
         m = t.META[i]
         e = m + 2 + t.IAUX[m + 1]
         return [int(t.IAUX[e + 2 + 2 * k]) for k in range(t.IAUX[e + 1])]
-    arity = OPS[op].arity
+    spec = OPS[op]
     a, b = int(t.A[i]), int(t.B[i])
-    if arity == 1:
+    if spec.arity == 1 or (b < 0 and not spec.const_edge):
         return [a]
     return [b] if a < 0 else [a, b]
 
@@ -157,6 +158,10 @@ def _visible(t, j):
             out.append((x.grad_fn, 0))
         elif t.FLAGS[j] & HIDDEN:
             stack.extend(reversed([k for k in _inputs(t, j) if k >= 0]))
+        elif op in _PIECES:   # one output of split / unbind: (the group's node, its index)
+            nd = len(t.shape(j))     # extras: base, nd strides, then the group
+            first, k = (int(v) for v in t.extras(j)[1 + nd:3 + nd])
+            out.append((node_of(t, j if first < 0 else first), k))
         else:
             out.append((node_of(t, j), 0))
     return out

@@ -52,6 +52,7 @@ class Op:
     domain: tuple = (-2.0, 2.0)    # test inputs for x
     domain_y: tuple = (-2.0, 2.0)  # test inputs for y
     commutes: bool = False    # a Python scalar on the left may be swapped to the right
+    const_edge: bool = True   # a Python scalar operand shows as a (None, 0) next function
 
 
 def _sigmoid(x):
@@ -79,7 +80,7 @@ OPS = (
        py=operator.truediv, np_fwd=np.true_divide, domain_y=_POS),
     Op("pow", E, 2, "PowBackward1", "sm.rpow(x, y)", "g * sm.pow_dx(x, y)", "g * sm.pow_dy(x, r)",
        ("self", "other", "result"), py=math.pow, np_fwd=np.power, node_rconst="PowBackward0",
-       node_lconst="PowBackward2",
+       node_lconst="PowBackward2", const_edge=False,
        domain=_POS),
     Op("maximum", E, 2, "MaximumBackward0", "max(x, y)", "g * sm.max_share(x, y)",
        "g * sm.max_share(y, x)", ("self", "other"), py=max, np_fwd=np.maximum, commutes=True),
@@ -140,6 +141,7 @@ OPS = (
     Op("unbind", "gather", 1, "UnbindBackward0"),
     Op("view", "reshape", 1, "ViewBackward0"),
     Op("squeeze", "reshape", 1, "SqueezeBackward0"),
+    Op("squeeze_dim", "reshape", 1, "SqueezeBackward1"),
     Op("unsqueeze", "reshape", 1, "UnsqueezeBackward0"),
     Op("clone", "reshape", 1, "CloneBackward0"),
     Op("to_copy", "reshape", 1, "ToCopyBackward0"),
