@@ -9,7 +9,7 @@ import numpy as np
 from .elementwise import result_dtype
 from .ops.table import CODE
 from .record import broadcast_to
-from .shape_ops import reshape
+from .shape_ops import _reshaped, reshape, unsqueeze
 from .tensor import Tensor, _leaf, _norm, _result, buf, recording
 
 
@@ -57,8 +57,9 @@ def matmul(input, other):
         return _product(input, other, CODE["mm"])
     if nd == (2, 1):
         return _product(input, other, CODE["mv"])
-    if nd == (1, 2):
-        return _product(input, other, CODE["squeeze_mm"])
+    if nd == (1, 2):   # as PyTorch: unsqueeze, mm, squeeze
+        out = _product(unsqueeze(input, 0), other, CODE["mm"])
+        return _reshaped(out, out.shape[1:], CODE["squeeze_mm"])
     return _product(input, other, CODE["matmul"])
 
 

@@ -143,6 +143,7 @@ OPS = (
     Op("squeeze", "reshape", 1, "SqueezeBackward0"),
     Op("squeeze_dim", "reshape", 1, "SqueezeBackward1"),
     Op("unsqueeze", "reshape", 1, "UnsqueezeBackward0"),
+    Op("squeeze_mm", "reshape", 1, "SqueezeBackward4"),   # vector @ matrix's last step
     Op("clone", "reshape", 1, "CloneBackward0"),
     Op("to_copy", "reshape", 1, "ToCopyBackward0"),
     Op("index", "index", 1, "IndexBackward0", saves=("indices",)),
@@ -163,7 +164,6 @@ OPS = (
     Op("mv", "matmul", 2, "MvBackward0", saves=("self", "other")),
     Op("dot", "matmul", 2, "DotBackward0", saves=("self", "other")),
     Op("matmul", "matmul", 2, "UnsafeViewBackward0", saves=("self", "other")),
-    Op("squeeze_mm", "matmul", 2, "SqueezeBackward4", saves=("self", "other")),
     Op("cat", "cat", -1, "CatBackward0"),
     Op("stack", "cat", -1, "StackBackward0"),
 )
