@@ -141,6 +141,24 @@ def _array_result(code, r, x, y, c, sx, sy):
     return _result(r, t, t.append(code, ia, ib, r, c=c))
 
 
+def _stage(code, x, sx, y, sy, c, r):
+    """Record a scalar op: one tuple staged on the current tape (``x`` / ``y`` None for
+    a Python-number operand, whose value is the constant ``c``)."""
+    t = STATE.tape
+    if t is None or t.next >= t.flush_at:
+        t = None   # drop this frame's reference: maintain() counts them
+        t = current_tape()
+    uid = t.uid
+    ia = -1 if x is None else x._i if x._tid == uid else buf(t, x, sx)
+    ib = -1 if y is None else y._i if y._tid == uid else buf(t, y, sy)
+    i = t.next
+    t.next = i + 1
+    t._stage_put((code, ia, ib, c, r))
+    o = _new(Tensor)
+    o._d, o._t, o._tid, o._i, o._rg = r, t, uid, i, True
+    return o
+
+
 def _make_unary(op):
     code, py, npf = CODE[op.name], _py_rule(op), _np_rule(op)
     saved = "self" in op.saves
@@ -156,17 +174,7 @@ def _make_unary(op):
         except (ArithmeticError, ValueError):
             r = _scalar_fallback(npf, d)
         if x._rg and STATE.grad:
-            t = STATE.tape
-            if t is None or t.next >= t.flush_at:
-                t = None   # drop this frame's reference: maintain() counts them
-                t = current_tape()
-            ia = x._i if x._tid == t.uid else buf(t, x, saved)
-            i = t.next
-            t.next = i + 1
-            t._stage_put((code, ia, -1, 0.0, r))
-            o = _new(Tensor)
-            o._d, o._t, o._tid, o._i, o._rg = r, t, t.uid, i, True
-            return o
+            return _stage(code, x, saved, None, False, 0.0, r)
         return _leaf(r)
 
     unary.__name__ = op.name
@@ -208,23 +216,9 @@ def _make_binary(op):
         except (ArithmeticError, ValueError):
             r = _scalar_fallback(npf, xd, yd)
         if rg and STATE.grad:
-            t = STATE.tape
-            if t is None or t.next >= t.flush_at:
-                t = None   # drop this frame's reference: maintain() counts them
-                t = current_tape()
-            uid = t.uid
-            ia = x._i if x._tid == uid else buf(t, x, sx)
             if yc is Tensor:
-                ib = y._i if y._tid == uid else buf(t, y, sy)
-                yd = 0.0
-            else:
-                ib = -1
-            i = t.next
-            t.next = i + 1
-            t._stage_put((code, ia, ib, yd, r))
-            o = _new(Tensor)
-            o._d, o._t, o._tid, o._i, o._rg = r, t, uid, i, True
-            return o
+                return _stage(code, x, sx, y, sy, 0.0, r)
+            return _stage(code, x, sx, None, False, yd, r)
         return _leaf(r)
 
     binary.__name__ = op.name
@@ -254,17 +248,7 @@ def _make_rbinary(op):
         except (ArithmeticError, ValueError):
             r = _scalar_fallback(npf, c, yd)
         if y._rg and STATE.grad:
-            t = STATE.tape
-            if t is None or t.next >= t.flush_at:
-                t = None   # drop this frame's reference: maintain() counts them
-                t = current_tape()
-            ib = y._i if y._tid == t.uid else buf(t, y, sy)
-            i = t.next
-            t.next = i + 1
-            t._stage_put((code, -1, ib, c, r))
-            o = _new(Tensor)
-            o._d, o._t, o._tid, o._i, o._rg = r, t, t.uid, i, True
-            return o
+            return _stage(code, None, False, y, sy, c, r)
         return _leaf(r)
 
     rbinary.__name__ = "r" + op.name
