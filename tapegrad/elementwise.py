@@ -84,8 +84,8 @@ def _value(v, np_dtype):
 
 
 # -- the general path ---------------------------------------------------------------------
-def _general(op, x, y=None, c2=0.0, lconst=False):
-    """``op(x, y)`` for any operands; ``lconst``: x is a Python number, y a Tensor."""
+def _general(op, x, y=None, c2=0.0):
+    """``op(x, y)`` for any operands (x may be a Python number when y is a Tensor)."""
     operands = (x,) if op.arity == 1 else (x, y)
     for v in operands:
         if v.__class__ is not Tensor and not isinstance(v, _NUMBERS):
@@ -241,7 +241,7 @@ def _make_rbinary(op):
         yd = y._d
         cc = c.__class__
         if yd.__class__ is not float or (cc is not float and cc is not int):
-            return _general(op, c, y, lconst=True)
+            return _general(op, c, y)
         c = float(c)
         try:
             r = py(c, yd)
@@ -262,7 +262,8 @@ FUNCTIONS = {}
 for _op in EW_OPS:
     if _op.name != "clamp":
         FUNCTIONS[_op.name] = (_make_unary if _op.arity == 1 else _make_binary)(_op)
-globals().update(FUNCTIONS)
+add, sub, mul, div, pow, neg, abs, reciprocal = (
+    FUNCTIONS[n] for n in ("add", "sub", "mul", "div", "pow", "neg", "abs", "reciprocal"))
 
 
 def clamp(input, min=None, max=None):

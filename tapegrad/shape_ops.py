@@ -136,20 +136,6 @@ def t(input):
     return _transposed(input, tuple(reversed(range(input.ndim))), CODE["t"])
 
 
-def _index_code(key):
-    """PyTorch's Node for an index expression: the last non-trivial component decides."""
-    comps = key if isinstance(key, tuple) else (key,)
-    code = CODE["slice"]
-    for k in comps:
-        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
-            code = CODE["select"]
-        elif k is None:
-            code = CODE["unsqueeze"]
-        elif isinstance(k, slice) and k != slice(None):
-            code = CODE["slice"]
-    return code
-
-
 def _is_advanced(key):
     comps = key if isinstance(key, tuple) else (key,)
     return any(isinstance(k, (list, np.ndarray, Tensor, bool)) for k in comps)
