@@ -62,13 +62,7 @@ PATH = os.path.join(os.path.dirname(__file__), "generated.py")
 def main():
     with open(PATH, "w") as f:
         f.write(source())
-    print(f"wrote {PATH}")
-    # Numba's cache keys a function on its own file only: kernels that import the
-    # generated constants would keep stale opcodes, so drop the compiled cache.
-    cache = os.path.join(os.path.dirname(__file__), "__pycache__")
-    for name in os.listdir(cache) if os.path.isdir(cache) else ():
-        if name.endswith((".nbi", ".nbc")):
-            os.remove(os.path.join(cache, name))
+    print(f"wrote {PATH}")   # (the kernels' stale Numba cache is dropped at next import)
 
 
 if __name__ == "__main__":
