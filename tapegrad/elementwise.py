@@ -61,10 +61,29 @@ def _operand_dtype(v):
     return dtypes.get_default_dtype(), True, 1
 
 
+def _same_float_dtype(operands):
+    """The common float dtype of tensor operands (Python numbers aside), else None."""
+    common = None
+    for v in operands:
+        if v.__class__ is Tensor:
+            d = v._d
+            nd = np.dtype(np.float64) if d.__class__ is float else d.dtype
+            if common is None:
+                common = nd
+            elif nd != common:
+                return None
+        elif v.__class__ is not float and v.__class__ is not int:
+            return None
+    return dtypes.from_np(common) if common is not None and common.kind == "f" else None
+
+
 def result_dtype(*operands):
     """PyTorch's promotion: the highest category wins; within it, dimensioned tensors
     beat 0-d tensors, which beat Python numbers (a float number in an int op gives the
     default float dtype)."""
+    same = _same_float_dtype(operands)
+    if same is not None:
+        return same
     infos = [_operand_dtype(v) for v in operands]
     cat = max(dtypes.category(d) for d, _, _ in infos)
     for tier in ((False, 0), (True, 0), (True, 1)):
