@@ -116,12 +116,10 @@ def _general(op, x, y=None, c2=0.0):
     vals = [_value(v, rd.np) for v in operands]
     shapes = [np.shape(v) for v in vals if v.__class__ is not float and not isinstance(v, (int, bool))]
     out_shape = shapes[0] if len(shapes) == 1 else broadcast_shape(*shapes) if shapes else ()
-    npf = _np_rule(op)
-    with np.errstate(all="ignore"):
-        if op.name == "clamp":
-            r = np.minimum(np.maximum(vals[0], y), c2) if y is not None else np.minimum(vals[0], c2)
-        else:
-            r = npf(*vals)
+    if op.name == "clamp":
+        r = np.minimum(np.maximum(vals[0], y), c2) if y is not None else np.minimum(vals[0], c2)
+    else:
+        r = _np_rule(op)(*vals)
     r = np.asarray(r, rd.np)
     if r.shape != tuple(out_shape):
         r = np.broadcast_to(r, out_shape).copy()

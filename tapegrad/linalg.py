@@ -4,6 +4,8 @@ The kernel reads its operands as contiguous (nb, M, K) and (nb, K, N) blocks, so
 1-D operand needs no reshape entry (its flat layout already is (1, K) or (K, 1)); batch
 dims are broadcast by hidden ``expand`` entries.
 """
+import math
+
 import numpy as np
 
 from .elementwise import result_dtype
@@ -41,7 +43,7 @@ def _product(a, b, code):
         return _leaf(_norm(np.asarray(value)))
     ia = broadcast_to(t, buf(t, a, True), x2, batch + (M, K))
     ib = broadcast_to(t, buf(t, b, True), y2, batch + (K, N))
-    nb = int(np.prod(batch)) if batch else 1
+    nb = math.prod(batch)
     i = t.append(code, ia, ib, value, (nb, M, K, N))
     return _result(_norm(np.asarray(value)), t, i)
 

@@ -7,6 +7,7 @@ index; ``var`` / ``std`` / ``norm`` are composites (hidden entries, one visible 
 """
 import builtins
 import collections
+import math
 
 import numpy as np
 
@@ -62,7 +63,9 @@ def mean(input, dim=None, keepdim=False, dtype=None):
     if dtype is None:
         _float_only(input, "mean")
     dims = _dims(input, dim)
-    value = np.mean(input._arr, axis=dims, keepdims=True)
+    arr = input._arr
+    count = math.prod(arr.shape[d] for d in dims)
+    value = np.add.reduce(arr, axis=dims, keepdims=True) / arr.dtype.type(count)
     return _reduce(input, value, dims, keepdim, CODE["mean"] if dim is None else CODE["mean_dim"])
 
 
@@ -165,7 +168,7 @@ def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
     _float_only(input, "var")
     corr = _correction(unbiased, correction)
     dims = _dims(input, dim)
-    n = int(np.prod([input.shape[d] for d in dims])) if input.ndim else 1
+    n = math.prod(input.shape[d] for d in dims) if input.ndim else 1
 
     def body():
         d = input - mean(input, dims if input.ndim else None, keepdim=True)

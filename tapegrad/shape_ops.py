@@ -5,6 +5,8 @@ input at base + strided offset), ``reshape`` entry (same elements, new shape) or
 ``index`` entry (an explicit list of input offsets, for advanced indexing).  Values are
 copied: tapegrad tensors do not share storage.
 """
+import math
+
 import numpy as np
 
 from .ops.table import CODE
@@ -17,11 +19,13 @@ from .tensor import Size, Tensor, _leaf, _norm, _result, buf, recording
 def _out(x, value, build):
     """Result tensor of a structural op on ``x``: ``build(t, ia)`` records the entry."""
     value = contiguous(value)
+    if value.base is not None:     # a view of x's (or another) array: own the values
+        value = value.copy()
     t = recording(x) if x.dtype.is_floating_point else None
     if t is None:
-        return _leaf(_norm(value.copy()))
+        return _leaf(_norm(value))
     i = build(t, buf(t, x, False))
-    return _result(_norm(value.copy()), t, i)
+    return _result(_norm(value), t, i)
 
 
 def _reshaped(x, shape, code=CODE["view"]):
@@ -61,7 +65,7 @@ def flatten(input, start_dim=0, end_dim=-1):
     if not s:
         return _reshaped(input, (1,))
     a, b = _wrap_dim(start_dim, len(s)), _wrap_dim(end_dim, len(s))
-    return _reshaped(input, s[:a] + (int(np.prod(s[a:b + 1])),) + s[b + 1:])
+    return _reshaped(input, s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:])
 
 
 def squeeze(input, dim=None):
@@ -278,11 +282,11 @@ def _join(tensors, value, dim, code):
     t = recording(*tensors) if value.dtype.kind == "f" else None
     if t is None:
         return _leaf(_norm(value))
-    outer = int(np.prod(value.shape[:dim]))
+    outer = math.prod(value.shape[:dim])
     extras = [outer, len(tensors)]
     for x in tensors:
         s = x.shape
-        extras += [buf(t, x, False), int(np.prod(s[dim:]))]
+        extras += [buf(t, x, False), math.prod(s[dim:])]
     i = t.append(code, -1, -1, value, extras)
     return _result(_norm(value), t, i)
 

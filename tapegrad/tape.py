@@ -19,6 +19,7 @@ Leaves live outside the tape: the first time a leaf (or a constant, or a tensor 
 another tape) is used, it gets a ``source`` entry holding its value.
 """
 import itertools
+import math
 import sys
 
 import numpy as np
@@ -243,7 +244,7 @@ class Tape:
         if self.released:
             raise RuntimeError(SECOND_BACKWARD)
         shape = self.shape(i)
-        size = int(np.prod(shape)) if shape else 1
+        size = math.prod(shape)
         return self.V[self.OFF[i]:self.OFF[i] + size].reshape(shape).copy()
 
     def release(self):

@@ -11,6 +11,8 @@ with class-level defaults, so creating a tensor sets five slots and nothing else
 The operations are installed onto the class by the modules that record them
 (``elementwise``, ``shape_ops``, ``reductions``, ``linalg``).
 """
+import math
+
 import numpy as np
 
 from . import dtypes
@@ -25,7 +27,7 @@ class Size(tuple):
         return f"tapegrad.Size({list(self)})"
 
     def numel(self):
-        return int(np.prod(self)) if self else 1
+        return math.prod(self)
 
 
 def _norm(a):

@@ -114,12 +114,17 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
         for k, src in enumerate(t.sources.values()):
             if not reached[k]:
                 continue
-            g = first[k] if scalar[k] else adjoint(int(ents[k]), src.shape).copy()
+            if scalar[k]:
+                g = first[k]
+            else:
+                o = OFF[ents[k]]
+                d = src._d
+                g = G[o:o + d.size].reshape(d.shape)   # a copy is made on delivery
             if src._t is None:
                 deliveries.append((src, g))
             else:
                 tapes[src._t.uid] = src._t
-                pending.setdefault(src._t.uid, []).append((src._i, np.asarray(g)))
+                pending.setdefault(src._t.uid, []).append((src._i, np.array(g)))
     for e, x in t.retained.items():
         if live[e]:
             _accumulate(x, adjoint(e, x.shape))
@@ -139,17 +144,18 @@ def _consume(t, live, n):
 def _accumulate(x, g):
     """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype."""
     old = x.grad
-    if g.__class__ is float and x._d.__class__ is float:
+    d = x._d
+    if d.__class__ is float:
+        g = float(g)
         if old is None:
             x.grad = _leaf(g)
         else:
             old._d = old._d + g
         return
-    g = np.asarray(g, x.dtype.np)
     if old is None:
-        x.grad = _leaf(_norm(g.copy()))
+        x.grad = _leaf(_norm(np.array(g, d.dtype)))        # always a copy: g may view G
     else:
-        old._d = _norm(np.asarray(old._arr + g))
+        old._d = _norm(np.asarray(old._arr + g, d.dtype))
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None,
