@@ -33,7 +33,8 @@ def _product(a, b, code):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{x2.shape[0]}, {K}] but got: [{y2.shape[0]}, {K2}].")
     try:
-        batch = np.broadcast_shapes(x2.shape[:-2], y2.shape[:-2])
+        batch = () if x2.ndim == y2.ndim == 2 else np.broadcast_shapes(x2.shape[:-2],
+                                                                      y2.shape[:-2])
     except ValueError:
         raise RuntimeError(f"The size of tensor a ({x2.shape[:-2]}) must match the size of "
                            f"tensor b ({y2.shape[:-2]}) at non-singleton dimension 0") from None

@@ -21,7 +21,7 @@ def _out(x, value, build):
     value = contiguous(value)
     if value.base is not None:     # a view of x's (or another) array: own the values
         value = value.copy()
-    t = recording(x) if x.dtype.is_floating_point else None
+    t = recording(x) if value.dtype.kind == "f" else None
     if t is None:
         return _leaf(_norm(value))
     i = build(t, buf(t, x, False))
