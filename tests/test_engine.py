@@ -267,3 +267,25 @@ def test_indexing_variants_match_numpy():
     expect = np.zeros_like(a)
     np.add.at(expect, (slice(None), [0, 0, 2], slice(1, 3)), 1.0)
     np.testing.assert_array_equal(x.grad.numpy(), expect)
+
+
+@pytest.mark.parametrize("shapes", [((64, 128), (128, 96)), ((3, 40, 50), (3, 50, 30)),
+                                    ((200, 200), None)], ids=["mm", "bmm", "x@x"])
+def test_large_products_go_through_blas_and_agree(shapes, monkeypatch):
+    """Products past HOST_MIN_MACS are host entries (BLAS between two compiled sweeps);
+    they must give the in-kernel loops' gradients."""
+    from tapegrad.autograd import engine
+    rng = np.random.default_rng(3)
+    a0 = rng.standard_normal(shapes[0])
+    b0 = a0 if shapes[1] is None else rng.standard_normal(shapes[1])
+
+    def grads(host_min):
+        monkeypatch.setattr(engine, "HOST_MIN_MACS", host_min)
+        a = tg.tensor(a0, requires_grad=True)
+        b = a if shapes[1] is None else tg.tensor(b0, requires_grad=True)
+        ((a @ b).tanh() * 0.5).sum().backward()
+        return [a.grad.numpy()] + ([] if shapes[1] is None else [b.grad.numpy()])
+
+    host, loops = grads(1), grads(1 << 62)
+    for h, k in zip(host, loops):
+        np.testing.assert_allclose(h, k, rtol=1e-10, atol=1e-10)

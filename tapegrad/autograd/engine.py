@@ -8,8 +8,11 @@ all tapes before they are written into ``.grad`` (AccumulateGrad).
 import numpy as np
 
 from .. import tape as tp
-from ..kernels.reverse import consume, sweep
+from ..kernels.reverse import CONSUMED, DONE, consume, sweep
 from ..tensor import Tensor, _leaf, _norm
+
+HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
+
 
 def _as_tuple(x):
     if x is None:
@@ -99,9 +102,15 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
         G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)
     scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
     omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
-    if sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G, live, scratch,
-             omap) >= 0:
-        raise RuntimeError(tp.SECOND_BACKWARD)
+    while True:
+        status, i = sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G,
+                          live, scratch, omap, HOST_MIN_MACS)
+        if status == DONE:
+            break
+        if status == CONSUMED:
+            raise RuntimeError(tp.SECOND_BACKWARD)
+        _host_matmul(t, i, G)          # a host entry: BLAS, then resume below it
+        top = i - 1
 
     def adjoint(e, shape):
         return G[OFF[e]:OFF[e] + _entry_size(t, e)].reshape(shape)
@@ -133,6 +142,22 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
             found[k] = adjoint(e, t.shape(e)).copy()
     if not retain_graph:
         _consume(t, live, n)
+
+
+def _host_matmul(t, i, G):
+    """Adjoints of matrix product entry ``i`` through NumPy's BLAS, on views of the
+    arenas: x (nb, M, K) @ y (nb, K, N) = out; dx += g y^T, dy += x^T g."""
+    nb, M, K, N = (int(v) for v in t.extras(i)[:4])
+    V, OFF = t.V, t.OFF
+    a, b, oi = int(t.A[i]), int(t.B[i]), int(OFF[i])
+    g = G[oi:oi + nb * M * N].reshape(nb, M, N)
+    oa, ob = int(OFF[a]), int(OFF[b])
+    if t.OP[a] != tp.CONST:
+        G[oa:oa + nb * M * K].reshape(nb, M, K)[...] += g @ V[ob:ob + nb * K * N].reshape(
+            nb, K, N).transpose(0, 2, 1)
+    if t.OP[b] != tp.CONST:
+        G[ob:ob + nb * K * N].reshape(nb, K, N)[...] += V[oa:oa + nb * M * K].reshape(
+            nb, M, K).transpose(0, 2, 1) @ g
 
 
 def _consume(t, live, n):

@@ -16,6 +16,7 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         SOURCE_LAST, ew_grad)
 
 _JIT = dict(cache=True, error_model="numpy")
+DONE, CONSUMED, HOST = 0, 1, 2      # how a sweep ended
 
 
 @njit(**_JIT)
@@ -225,12 +226,15 @@ def _cat(i, OFF, META, IAUX, G):
 
 
 @njit(**_JIT)
-def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap):
+def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap, host_min):
     """Reverse sweep from the entries pre-marked in ``live`` (all at or below ``top``),
     last to first.  An entry is swept if a swept entry uses it: liveness is marked
     as the sweep goes, so only the output's subgraph is visited, in one pass.
-    Returns the index of a needed entry that an earlier backward consumed, or -1
-    (the caller then discards ``G``: nothing else has been written)."""
+
+    Returns ``(status, i)``: ``(DONE, -1)``; ``(CONSUMED, i)`` when a needed entry was
+    consumed by an earlier backward (the caller discards ``G``: nothing else has been
+    written); ``(HOST, i)`` at a host entry, a matrix product of at least ``host_min``
+    multiply-adds, which the caller computes with BLAS before resuming at ``i - 1``."""
     for i in range(top, -1, -1):
         if live[i] == 0:
             continue
@@ -238,7 +242,7 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
         if SOURCE_FIRST <= op <= SOURCE_LAST:
             continue
         if FLAGS[i] & 1:
-            return i
+            return CONSUMED, i
         a, b = A[i], B[i]
         if a >= 0:
             live[a] = 1
@@ -269,13 +273,16 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
         elif op < MATMUL_FIRST:
             _reduce(i, op, A, OFF, META, IAUX, V, G, scratch, omap)
         elif op <= MATMUL_LAST:
+            e = extras_at(META, IAUX, i)
+            if IAUX[e] * IAUX[e + 1] * IAUX[e + 2] * IAUX[e + 3] >= host_min:
+                return HOST, i
             _matmul(i, OP, A, B, OFF, META, IAUX, V, G)
         elif CAT_FIRST <= op <= CAT_LAST:
             e = extras_at(META, IAUX, i)
             for j in range(IAUX[e + 1]):
                 live[IAUX[e + 2 + 2 * j]] = 1
             _cat(i, OFF, META, IAUX, G)
-    return -1
+    return DONE, -1
 
 
 @njit(**_JIT)
