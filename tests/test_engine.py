@@ -289,3 +289,35 @@ def test_large_products_go_through_blas_and_agree(shapes, monkeypatch):
     host, loops = grads(1), grads(1 << 62)
     for h, k in zip(host, loops):
         np.testing.assert_allclose(h, k, rtol=1e-10, atol=1e-10)
+
+
+def test_saved_values_and_metadata_on_nodes():
+    x = tg.tensor([1.5, 2.0], requires_grad=True)
+    w = tg.tensor([3.0, 4.0], requires_grad=True)
+    y = x * w
+    assert y.grad_fn._saved_self.tolist() == [1.5, 2.0]
+    assert y.grad_fn._saved_other.tolist() == [3.0, 4.0]
+    z = x.exp()
+    np.testing.assert_allclose(z.grad_fn._saved_result.numpy(), np.exp([1.5, 2.0]))
+    with pytest.raises(AttributeError):
+        (x + w).grad_fn._saved_self                  # add saves nothing
+    y.grad_fn.metadata["note"] = "kept"
+    assert y.grad_fn.metadata == {"note": "kept"}    # the view is cached per entry
+    assert y.grad_fn is y.grad_fn
+
+
+def test_each_thread_records_on_its_own_tape():
+    seen = []
+
+    def work():
+        a = tg.tensor(1.0, requires_grad=True)
+        b = a * 2.0
+        seen.append(b.tape)
+        b.backward()
+        seen.append(a.grad.item())
+
+    main = (tg.tensor(1.0, requires_grad=True) * 3.0).tape
+    th = threading.Thread(target=work)
+    th.start()
+    th.join()
+    assert seen[0] is not main and seen[1] == 2.0
