@@ -105,9 +105,8 @@ class Tape:
         ks = len(st) // 5
         if ast:
             rows = list(zip(*ast))
-            sizes = np.array(rows[8], np.int64)
-            mlens = np.array(rows[9], np.int64)
-            nva, nia = int(sizes.sum()), int(mlens.sum())
+            sizes, mlens = rows[8], rows[9]
+            nva, nia = sum(sizes), sum(mlens)
         else:
             nva = nia = 0
         self._reserve(end, nv + ks + nva, ni + nia)
@@ -128,22 +127,17 @@ class Tape:
             self.OFF[idx] = np.arange(nv, nv + ks)
             self.V[nv:nv + ks] = blk[:, 4]
         if ast:
+            # bookkeeping in Python (array entries are few), bulk copies in NumPy
             ast.clear()
             idx = slice(n, end) if not ks else np.fromiter(rows[0], np.int64, len(rows[0]))
-            cols = np.array(rows[1:7], np.float64)
-            for k, col in enumerate((self.OP, self.A, self.B, self.C, self.C2, self.FLAGS)):
-                col[idx] = cols[k]
             start = nv + ks
-            # (in place: ``python_int + array`` leaks a small object per call in NumPy 2.4)
-            offs = sizes.cumsum()
-            offs -= sizes
-            offs += start
-            self.OFF[idx] = offs
+            offs = list(itertools.accumulate(sizes, initial=start))[:-1]
+            metas_at = list(itertools.accumulate(mlens, initial=ni))[:-1]
+            cols = np.array(rows[1:7] + [offs, metas_at], np.float64)
+            for k, col in enumerate((self.OP, self.A, self.B, self.C, self.C2, self.FLAGS,
+                                     self.OFF, self.META)):
+                col[idx] = cols[k]
             np.concatenate(rows[7], axis=None, out=self.V[start:start + nva], casting="unsafe")
-            ends = mlens.cumsum()
-            ends -= mlens
-            ends += ni
-            self.META[idx] = ends
             metas = rows[10]
             if self._long_meta:
                 self.IAUX[ni:ni + nia] = np.concatenate([np.asarray(m, np.int64) for m in metas])
@@ -151,7 +145,7 @@ class Tape:
             else:
                 self.IAUX[ni:ni + nia] = np.fromiter(itertools.chain.from_iterable(metas),
                                                      np.int64, nia)
-            self.max_size = max(self.max_size, int(sizes.max()))
+            self.max_size = max(self.max_size, *sizes)
         self.n, self.nv, self.ni = end, nv + ks + nva, ni + nia
 
     def maintain(self, held=0):

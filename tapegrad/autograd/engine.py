@@ -116,18 +116,21 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
         return G[OFF[e]:OFF[e] + _entry_size(t, e)].reshape(shape)
 
     if t.sources:
-        ents = np.fromiter(t.sources, np.int64, len(t.sources))
-        reached = live[ents].tolist()
-        first = G[OFF[ents]].tolist()      # the whole gradient of a 0-d float64 source
-        scalar = (t.META[ents] < 0).tolist()
+        ents = list(t.sources)
+        if len(ents) > 32:   # vectorised look-ups pay off
+            at = np.array(ents)
+            reached, first = live[at].tolist(), G[OFF[at]].tolist()
+        else:
+            reached = [live[e] for e in ents]
+            first = [G[OFF[e]] for e in ents]
         for k, src in enumerate(t.sources.values()):
             if not reached[k]:
                 continue
-            if scalar[k]:
-                g = first[k]
+            d = src._d
+            if d.__class__ is float:    # a 0-d float64 source: its whole gradient
+                g = float(first[k])
             else:
                 o = OFF[ents[k]]
-                d = src._d
                 g = G[o:o + d.size].reshape(d.shape)   # a copy is made on delivery
             if src._t is None:
                 deliveries.append((src, g))
