@@ -11,9 +11,11 @@ Entry ``i`` produces buffer ``i``.  Columns (NumPy arrays grown by doubling):
   ``FLAGS`` ``CONSUMED`` (swept by a backward without retain_graph), ``HIDDEN``
             (an internal step of a composite op, e.g. a broadcast)
 
-Scalar ops are the hot path of recording: they append one tuple to a small Python
-staging list, which is flushed into the columns in blocks (one vectorised copy per
-block).  Array ops flush first and write their entry directly.
+Recording stages entries in Python lists (a scalar op appends one flat 5-tuple, an
+array op one row with its value); ``flush`` moves them into the columns and the value
+arena with a few vectorised copies, before anything reads the tape and every
+``_STAGE_BLOCK`` entries.  A default tape that no tensor refers to any more starts over
+in place; one that grew very large while in use is left to its tensors.
 
 Leaves live outside the tape: the first time a leaf (or a constant, or a tensor of
 another tape) is used, it gets a ``source`` entry holding its value.
@@ -25,7 +27,7 @@ import sys
 import numpy as np
 
 from .grad_mode import STATE
-from .ops.table import CODE
+from .ops.table import CODE, OPS
 
 CONSUMED = 1
 HIDDEN = 2
@@ -271,7 +273,6 @@ class Tape:
 
     def __repr__(self):
         self.flush()
-        from .ops.table import OPS
         lines = [f"<Tape {self.uid}: {self.next} entries>"]
         for i in range(min(self.next, 20)):
             op = OPS[self.OP[i]]
