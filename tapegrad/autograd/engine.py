@@ -2,8 +2,10 @@
 
 A backward may span several tapes (a tensor of an older tape used on a newer one is an
 ``external`` source entry there): tapes are swept newest first, and the adjoint that
-reaches an external entry seeds the tensor's own tape.  Leaf gradients are summed over
-all tapes before they are written into ``.grad`` (AccumulateGrad).
+reaches an external entry seeds the tensor's own tape.  Each leaf entry reached hands
+its gradient to AccumulateGrad, which adds it into ``.grad``.  Matrix products past
+``HOST_MIN_MACS`` are host entries: the sweep stops there, NumPy's BLAS computes their
+adjoints on views of the arenas, and the sweep resumes below them.
 """
 import numpy as np
 
@@ -44,7 +46,7 @@ def _seeds(outputs, grad_outputs, what="grad_output"):
             from ..tensor import Size
             raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of "
                                f"{Size(garr.shape)!r} and output[{k}] has a shape of "
-                               f"{out.shape!r}.".replace("tapegrad.", "torch."))
+                               f"{out.shape!r}.")
         seeds.append(garr)
     return seeds
 
