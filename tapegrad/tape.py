@@ -9,7 +9,8 @@ Entry ``i`` produces buffer ``i``.  Columns (NumPy arrays grown by doubling):
   ``META``  offset of the buffer's metadata in ``IAUX`` (-1 for a 0-d scalar):
             ``[size, ndim, *shape, *op-specific extras]``
   ``FLAGS`` ``CONSUMED`` (swept by a backward without retain_graph), ``HIDDEN``
-            (an internal step of a composite op, e.g. a broadcast)
+            (an internal step of a composite op, e.g. a broadcast), ``HOOKED`` (a
+            tensor hook waits for this entry's gradient)
 
 Recording stages entries in Python lists (a scalar op appends one flat 5-tuple, an
 array op one row with its value); ``flush`` moves them into the columns and the value
@@ -31,6 +32,7 @@ from .ops.table import CODE, OPS
 
 CONSUMED = 1
 HIDDEN = 2
+HOOKED = 4       # a tensor hook is registered on this entry: the sweep stops there
 
 LEAF, CONST, EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _STAGE_BLOCK = 4096          # staged scalar entries per flush
@@ -90,6 +92,8 @@ class Tape:
         self.retained = {}       # entry -> non-leaf Tensor that retains its grad
         self.names = {}          # entry -> Node name of a composite op's last step
         self.views = {}          # entry -> cached Node view
+        self.hooks = {}          # entry -> {handle id: tensor hook}
+        self.hook_dtypes = {}    # entry -> dtype of the hooked tensor
         self._ext = {}           # id(foreign tensor) -> its external entry
         self.released = False
 

@@ -244,6 +244,12 @@ class Tensor:
         return "tensor(" + body + "".join(", " + e for e in extra) + ")"
 
     # -- autograd --------------------------------------------------------------------
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when the gradient w.r.t. this tensor is computed; a
+        returned tensor replaces the gradient.  Returns a handle with ``remove()``."""
+        from .autograd.hooks import register_hook
+        return register_hook(self, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from .autograd.engine import backward
         backward([self], None if gradient is None else [gradient], retain_graph, create_graph,

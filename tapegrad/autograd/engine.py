@@ -10,7 +10,8 @@ adjoints on views of the arenas, and the sweep resumes below them.
 import numpy as np
 
 from .. import tape as tp
-from ..kernels.reverse import CONSUMED, DONE, consume, sweep
+from ..kernels.reverse import CONSUMED, DONE, HOOK, consume, sweep
+from .hooks import run_hooks
 from ..tensor import Tensor, _leaf, _norm
 
 HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
@@ -104,13 +105,20 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
         G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)
     scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
     omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
+    done = -1
     while True:
         status, i = sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G,
-                          live, scratch, omap, HOST_MIN_MACS)
+                          live, scratch, omap, HOST_MIN_MACS, done)
         if status == DONE:
             break
         if status == CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
+        if status == HOOK:             # tensor hooks on entry i's gradient, then resume at i
+            o, size = OFF[i], _entry_size(t, i)
+            G[o:o + size] = run_hooks(t.hooks[i], G[o:o + size].reshape(t.shape(i)),
+                                      t.hook_dtypes[i]).reshape(-1)
+            top = done = i
+            continue
         _host_matmul(t, i, G)          # a host entry: BLAS, then resume below it
         top = i - 1
 
@@ -172,7 +180,11 @@ def _consume(t, live, n):
 
 
 def _accumulate(x, g):
-    """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype."""
+    """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype
+    (after the leaf's tensor hooks, if it has any)."""
+    hooks = x.__dict__.get("_hooks")
+    if hooks:
+        g = run_hooks(hooks, np.reshape(g, x._arr.shape), x.dtype.np)
     old = x.grad
     d = x._d
     if d.__class__ is float:

@@ -16,7 +16,7 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         SOURCE_LAST, ew_grad)
 
 _JIT = dict(cache=True, error_model="numpy")
-DONE, CONSUMED, HOST = 0, 1, 2      # how a sweep ended
+DONE, CONSUMED, HOST, HOOK = 0, 1, 2, 3      # how a sweep ended
 
 
 @njit(**_JIT)
@@ -226,7 +226,8 @@ def _cat(i, OFF, META, IAUX, G):
 
 
 @njit(**_JIT)
-def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap, host_min):
+def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap, host_min,
+          hooked_done):
     """Reverse sweep from the entries pre-marked in ``live`` (all at or below ``top``),
     last to first.  An entry is swept if a swept entry uses it: liveness is marked
     as the sweep goes, so only the output's subgraph is visited, in one pass.
@@ -234,7 +235,9 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
     Returns ``(status, i)``: ``(DONE, -1)``; ``(CONSUMED, i)`` when a needed entry was
     consumed by an earlier backward (the caller discards ``G``: nothing else has been
     written); ``(HOST, i)`` at a host entry, a matrix product of at least ``host_min``
-    multiply-adds, which the caller computes with BLAS before resuming at ``i - 1``."""
+    multiply-adds, which the caller computes with BLAS before resuming at ``i - 1``;
+    ``(HOOK, i)`` when entry i's adjoint is complete and tensor hooks wait for it: the
+    caller runs them and resumes at ``i`` with ``hooked_done = i``."""
     for i in range(top, -1, -1):
         if live[i] == 0:
             continue
@@ -243,6 +246,8 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
             continue
         if FLAGS[i] & 1:
             return CONSUMED, i
+        if FLAGS[i] & 4 and i != hooked_done:
+            return HOOK, i
         a, b = A[i], B[i]
         if a >= 0:
             live[a] = 1

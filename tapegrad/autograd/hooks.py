@@ -1,0 +1,65 @@
+"""Tensor hooks: Python callbacks on the gradient flowing into a tensor.
+
+A hook on a non-leaf is a host entry: its tape entry is flagged ``HOOKED``, the compiled
+sweep stops there once the entry's adjoint is complete, the hooks run on it (and may
+replace it), and the sweep resumes at that entry.  A hook on a leaf runs when the
+leaf's gradient is delivered, before AccumulateGrad.  A tape without hooks pays nothing.
+"""
+import itertools
+
+import numpy as np
+
+from ..tape import HOOKED
+
+_ids = itertools.count()
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_hooks", "id")
+
+    def __init__(self, hooks):
+        self._hooks = hooks
+        self.id = next(_ids)
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_hook(tensor, hook):
+    """``Tensor.register_hook``: ``hook(grad)`` may return a replacement gradient."""
+    if not tensor._rg:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    t = tensor._t
+    if t is None:
+        hooks = tensor.__dict__.setdefault("_hooks", {})
+    else:
+        t.flush()
+        hooks = t.hooks.setdefault(tensor._i, {})
+        t.hook_dtypes[tensor._i] = tensor.dtype.np
+        t.FLAGS[tensor._i] |= HOOKED
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def run_hooks(hooks, grad, dtype):
+    """Apply ``hooks`` (id -> fn, in registration order) to the float64 array ``grad``,
+    shown to them as a tensor of ``dtype``; returns the resulting float64 array."""
+    from ..tensor import from_array
+    g = from_array(np.array(grad, dtype))
+    for fn in list(hooks.values()):
+        out = fn(g)
+        if out is not None:
+            if tuple(out.shape) != tuple(g.shape):
+                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has changed the size "
+                                   "of value")
+            g = out
+    return np.asarray(g._arr, np.float64)

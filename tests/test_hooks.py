@@ -1,0 +1,84 @@
+"""Tensor hooks (host entries of the sweep) against PyTorch."""
+import numpy as np
+import pytest
+import torch
+
+import tapegrad as tg
+
+
+@pytest.fixture(autouse=True)
+def torch_float64():
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(before)
+
+
+def both(program):
+    """Run ``program(m)`` with m = torch and m = tapegrad; return both results."""
+    return program(torch), program(tg)
+
+
+def test_hook_on_non_leaf_replaces_the_gradient():
+    def program(m):
+        x = m.tensor([1.0, 2.0, -0.5], requires_grad=True)
+        y = (x * 3).sin()
+        y.register_hook(lambda g: g * 2)
+        ((y * y).sum() + y.sum()).backward()
+        return x.grad.tolist()
+    ref, got = both(program)
+    np.testing.assert_allclose(got, ref)
+
+
+def test_hooks_run_in_order_see_the_gradient_and_can_be_removed():
+    def program(m):
+        seen = []
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = x * x
+        y.register_hook(lambda g: seen.append(("first", g.tolist())))
+        h = y.register_hook(lambda g: g + 1)
+        y.register_hook(lambda g: seen.append(("last", g.tolist())))
+        y.sum().backward(retain_graph=True)
+        h.remove()
+        y.sum().backward()
+        return seen, x.grad.tolist()
+    ref, got = both(program)
+    assert got == ref
+
+
+def test_leaf_hook_runs_before_accumulation():
+    def program(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        h = x.register_hook(lambda g: g * 10)
+        (x * 2).sum().backward()
+        first = x.grad.tolist()
+        h.remove()
+        (x * 2).sum().backward()
+        return first, x.grad.tolist()
+    ref, got = both(program)
+    assert got == ref
+
+
+def test_hooks_in_scalar_chains_and_autograd_grad():
+    def program(m):
+        a = m.tensor(0.7, requires_grad=True)
+        b = a.exp() * a
+        b.register_hook(lambda g: g * 0.5)
+        c = b.tanh() + b
+        ga, = m.autograd.grad(c, a)
+        return ga.item()
+    ref, got = both(program)
+    assert got == pytest.approx(ref, rel=1e-12)
+
+
+def test_hook_errors_leave_state_intact():
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        tg.tensor([1.0]).register_hook(lambda g: g)
+    y = x * 1.0
+    y.register_hook(lambda g: tg.ones(3))
+    with pytest.raises(RuntimeError, match="has changed the size of value"):
+        y.sum().backward()
+    assert x.grad is None
+    (x * 2).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]
