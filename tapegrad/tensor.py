@@ -250,6 +250,10 @@ class Tensor:
         from .autograd.hooks import register_hook
         return register_hook(self, hook)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        from .autograd.hooks import register_post_accumulate_grad_hook
+        return register_post_accumulate_grad_hook(self, hook)
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         from .autograd.engine import backward
         backward([self], None if gradient is None else [gradient], retain_graph, create_graph,

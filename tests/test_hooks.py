@@ -82,3 +82,18 @@ def test_hook_errors_leave_state_intact():
     assert x.grad is None
     (x * 2).sum().backward()
     assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_post_accumulate_grad_hook():
+    def program(m):
+        seen = []
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        h = x.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.tolist()))
+        (x * 2).sum().backward()
+        h.remove()
+        (x * 2).sum().backward()
+        with pytest.raises(RuntimeError, match="cannot be registered on non-leaf"):
+            (x * 2).register_post_accumulate_grad_hook(lambda p: None)
+        return seen, x.grad.tolist()
+    ref, got = both(program)
+    assert got == ref

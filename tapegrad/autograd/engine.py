@@ -220,6 +220,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for leaf, g in deliveries:
         if leaf._rg:
             _accumulate(leaf, g)
+            post = leaf.__dict__.get("_post_hooks")
+            for fn in list(post.values()) if post else ():
+                fn(leaf)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

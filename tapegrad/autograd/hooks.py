@@ -50,6 +50,18 @@ def register_hook(tensor, hook):
     return handle
 
 
+def register_post_accumulate_grad_hook(tensor, hook):
+    """``hook(tensor)`` runs after AccumulateGrad has updated ``tensor.grad`` (leaves only)."""
+    if tensor._t is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    if not tensor._rg:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    hooks = tensor.__dict__.setdefault("_post_hooks", {})
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
 def run_hooks(hooks, grad, dtype):
     """Apply ``hooks`` (id -> fn, in registration order) to the float64 array ``grad``,
     shown to them as a tensor of ``dtype``; returns the resulting float64 array."""
