@@ -94,6 +94,7 @@ class Tape:
         self.views = {}          # entry -> cached Node view
         self.hooks = {}          # entry -> {handle id: tensor hook}
         self.hook_dtypes = {}    # entry -> dtype of the hooked tensor
+        self.functions = {}      # entry -> the custom Function call it is an output of
         self._ext = {}           # id(foreign tensor) -> its external entry
         self.released = False
 

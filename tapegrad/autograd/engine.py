@@ -15,6 +15,7 @@ from .hooks import run_hooks
 from ..tensor import Tensor, _leaf, _norm
 
 HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
+_FUNCTION = tp.CODE["function"]
 
 
 def _as_tuple(x):
@@ -119,8 +120,11 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
                                       t.hook_dtypes[i]).reshape(-1)
             top = done = i
             continue
-        _host_matmul(t, i, G)          # a host entry: BLAS, then resume below it
-        top = i - 1
+        if t.OP[i] == _FUNCTION:       # a custom Function: its backward in Python
+            top = _host_function(t, i, G, live)
+        else:                          # a large matrix product: BLAS
+            _host_matmul(t, i, G)
+            top = i - 1
 
     def adjoint(e, shape):
         return G[OFF[e]:OFF[e] + _entry_size(t, e)].reshape(shape)
@@ -155,6 +159,24 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
             found[k] = adjoint(e, t.shape(e)).copy()
     if not retain_graph:
         _consume(t, live, n)
+
+
+def _host_function(t, i, G, live):
+    """Run the backward of the custom Function whose outputs include entry ``i``; add
+    its gradients into the inputs' adjoints.  Returns where the sweep resumes."""
+    group = t.functions[i]
+    OFF = t.OFF
+    grads = []
+    for e, _, _, _ in group.outputs:
+        size = _entry_size(t, e)
+        grads.append(G[OFF[e]:OFF[e] + size].reshape(t.shape(e)).copy() if live[e] else None)
+    for b, g in zip(group.inputs, group.backward(grads)):
+        if g is not None:
+            G[OFF[b]:OFF[b] + g.size] += g.reshape(-1)
+            live[b] = 1
+    for e, _, _, _ in group.outputs:
+        live[e] = 1                    # swept: consumed with the rest
+    return min(e for e, _, _, _ in group.outputs) - 1
 
 
 def _host_matmul(t, i, G):

@@ -16,6 +16,7 @@ from ..tape import CONSUMED, HIDDEN
 _LEAF, _CONST, _EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _CAT = {CODE["cat"], CODE["stack"]}
 _PIECES = {CODE["split"], CODE["unbind"]}
+_FUNCTION = CODE["function"]
 
 
 class Node:
@@ -38,6 +39,9 @@ class Node:
 
     def name(self):
         t = self._t()
+        group = t.functions.get(self._i)
+        if group is not None:
+            return f"{group.cls.__name__}Backward"
         return t.names.get(self._i) or self._op_name(t)
 
     def _op_name(self, t):
@@ -122,6 +126,14 @@ def accumulate_grad(leaf):
 
 
 def node_of(t, i):
+    """The Node of entry i (the outputs of one split / unbind / custom Function share one)."""
+    t.flush()
+    op = t.OP[i]
+    if op == _FUNCTION:
+        i -= int(t.extras(i)[0])
+    elif op in _PIECES:
+        first = int(t.extras(i)[1 + len(t.shape(i))])
+        i = i if first < 0 else first
     node = t.views.get(i)
     if node is None:
         node = t.views[i] = Node(t, i)
@@ -132,6 +144,8 @@ def _inputs(t, i):
     """Input buffers of entry i, in PyTorch's order; -1 for a Python-number operand on
     the right (a number on the left is not an input: ``3 - x`` has one next function)."""
     op = t.OP[i]
+    if op == _FUNCTION:    # extras: output position, then the tensor inputs
+        return [int(b) for b in t.functions[i].inputs]
     if op in _CAT:
         m = t.META[i]
         e = m + 2 + t.IAUX[m + 1]
@@ -153,15 +167,16 @@ def _visible(t, j):
             out.append((accumulate_grad(t.sources[j]), 0))
         elif op == _CONST:
             out.append((None, 0))
-        elif op == _EXTERNAL:
+        elif op == _EXTERNAL:   # a tensor of another tape: its own node and input_nr
             x = t.sources[j]
-            out.append((x.grad_fn, 0))
+            x._t.flush()
+            out.extend(_visible(x._t, x._i))
         elif t.FLAGS[j] & HIDDEN:
             stack.extend(reversed([k for k in _inputs(t, j) if k >= 0]))
-        elif op in _PIECES:   # one output of split / unbind: (the group's node, its index)
-            nd = len(t.shape(j))     # extras: base, nd strides, then the group
-            first, k = (int(v) for v in t.extras(j)[1 + nd:3 + nd])
-            out.append((node_of(t, j if first < 0 else first), k))
+        elif op == _FUNCTION:   # output k of a custom Function
+            out.append((node_of(t, j), int(t.extras(j)[0])))
+        elif op in _PIECES:     # output k of split / unbind (extras: base, strides, group)
+            out.append((node_of(t, j), int(t.extras(j)[2 + len(t.shape(j))])))
         else:
             out.append((node_of(t, j), 0))
     return out

@@ -9,7 +9,8 @@ Metadata of an array entry, at ``IAUX[META[i]]``: ``[size, ndim, *shape, *extras
 """
 from numba import njit
 
-from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST, INDEX_FIRST,
+from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST, HOST_FIRST,
+                        HOST_LAST, INDEX_FIRST,
                         INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_AMAX, OP_AMIN, OP_CONST,
                         OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_MIN_ALL, OP_PROD, OP_PROD_DIM,
                         OP_SUM, OP_SUM_DIM, OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST, SOURCE_FIRST,
@@ -234,8 +235,9 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
 
     Returns ``(status, i)``: ``(DONE, -1)``; ``(CONSUMED, i)`` when a needed entry was
     consumed by an earlier backward (the caller discards ``G``: nothing else has been
-    written); ``(HOST, i)`` at a host entry, a matrix product of at least ``host_min``
-    multiply-adds, which the caller computes with BLAS before resuming at ``i - 1``;
+    written); ``(HOST, i)`` at a host entry (a custom Function's output, or a matrix
+    product of at least ``host_min`` multiply-adds), which the caller computes in Python
+    before resuming below it;
     ``(HOOK, i)`` when entry i's adjoint is complete and tensor hooks wait for it: the
     caller runs them and resumes at ``i`` with ``hooked_done = i``."""
     for i in range(top, -1, -1):
@@ -287,6 +289,8 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
             for j in range(IAUX[e + 1]):
                 live[IAUX[e + 2 + 2 * j]] = 1
             _cat(i, OFF, META, IAUX, G)
+        elif HOST_FIRST <= op <= HOST_LAST:
+            return HOST, i
     return DONE, -1
 
 

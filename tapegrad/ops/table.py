@@ -24,7 +24,8 @@ Kinds, in opcode order (the sweep dispatches on ranges of codes):
   ``index``   output element k reads input[idx[k]] for an index list;
   ``reduce``  sum / mean / amax / amin / prod over dims;
   ``matmul``  batched matrix products;
-  ``cat``     concatenation of n inputs along a dim.
+  ``cat``     concatenation of n inputs along a dim;
+  ``host``    computed in Python (custom Functions): the sweep stops and resumes.
 """
 import math
 import operator
@@ -166,9 +167,13 @@ OPS = (
     Op("matmul", "matmul", 2, "UnsafeViewBackward0", saves=("self", "other")),
     Op("cat", "cat", -1, "CatBackward0"),
     Op("stack", "cat", -1, "StackBackward0"),
+    # one entry per output of a custom autograd.Function: a host entry, whose backward
+    # runs in Python between two compiled sweeps
+    Op("function", "host", -1, "Backward"),
 )
 
-KINDS = ("ew", "source", "where", "gather", "reshape", "index", "reduce", "matmul", "cat")
+KINDS = ("ew", "source", "where", "gather", "reshape", "index", "reduce", "matmul", "cat",
+         "host")
 
 BY_NAME = {op.name: op for op in OPS}
 CODE = {op.name: i for i, op in enumerate(OPS)}

@@ -1,0 +1,138 @@
+"""Custom autograd Functions: ``forward`` and ``backward`` written in Python.
+
+``Function.apply`` runs ``forward`` without recording and writes one ``function`` host
+entry per differentiable output.  When the compiled sweep reaches a group's outputs it
+stops; the engine calls ``backward`` with the outputs' gradients, adds the results into
+the inputs' adjoints and resumes the sweep below the group.
+"""
+import functools
+
+import numpy as np
+
+from ..grad_mode import no_grad
+from ..ops.table import CODE
+from ..tensor import Tensor, _result, buf, from_array, recording
+
+_FUNCTION = CODE["function"]
+
+
+class FunctionCtx:
+    """The ``ctx`` of forward/backward: saved tensors, flags, and any attribute."""
+
+    def __init__(self):
+        self.to_save = ()
+        self.needs_input_grad = ()
+        self.materialize_grads = True
+        self._non_differentiable = set()
+        self._dirty = ()
+
+    def save_for_backward(self, *tensors):
+        self.to_save = tensors
+
+    @property
+    def saved_tensors(self):
+        return tuple(self.to_save)
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_differentiable.update(id(x) for x in tensors)
+
+    def mark_dirty(self, *tensors):
+        self._dirty = tensors
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+
+class Function:
+    """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``; call
+    ``Function.apply(*args)``."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom "
+                                  "autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for "
+                                  "your custom autograd.Function to use it with backward mode "
+                                  "AD.")
+
+    @classmethod
+    def apply(cls, *args):
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        with no_grad():
+            out = cls.forward(ctx, *args)
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        t = recording(*tensors)
+        if t is None:
+            return out
+        outs = out if isinstance(out, tuple) else (out,)
+        group = _Group(cls, ctx, args, [buf(t, a, False) for a in tensors])
+        results = []
+        for k, o in enumerate(outs):
+            if not isinstance(o, Tensor) or not o.dtype.is_floating_point or \
+                    id(o) in ctx._non_differentiable:
+                results.append(o)
+                continue
+            i = t.append(_FUNCTION, -1, -1, o._arr, [len(group.outputs)] + group.inputs)
+            t.functions[i] = group
+            group.outputs.append((i, k, o.dtype.np, tuple(o.shape)))
+            results.append(_result(o._d, t, i))
+        return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+class _Group:
+    """What the engine needs to run one ``apply``'s backward."""
+
+    __slots__ = ("cls", "ctx", "args", "inputs", "outputs")
+
+    def __init__(self, cls, ctx, args, inputs):
+        self.cls, self.ctx, self.args, self.inputs = cls, ctx, args, inputs
+        self.outputs = []          # (entry, position among forward's outputs, dtype, shape)
+
+    def backward(self, output_grads):
+        """Gradients for the tensor inputs (float64 arrays or None) from ``backward``."""
+        ctx, cls = self.ctx, self.cls
+        n_out = max(k for _, k, _, _ in self.outputs) + 1
+        grads = [None] * n_out
+        for (_, k, dtype, shape), g in zip(self.outputs, output_grads):
+            if g is None and ctx.materialize_grads:
+                g = np.zeros(shape)
+            if g is not None:
+                grads[k] = from_array(np.asarray(g, dtype))
+        with no_grad():
+            result = cls.backward(ctx, *grads)
+        result = result if isinstance(result, tuple) else (result,)
+        name = f"{cls.__name__}Backward"
+        if len(result) != len(self.args):
+            raise RuntimeError(f"function {name} returned an incorrect number of gradients "
+                               f"(expected {len(self.args)}, got {len(result)})")
+        out = []
+        for idx, (arg, g) in enumerate(zip(self.args, result)):
+            if not isinstance(arg, Tensor):
+                continue
+            if g is None or not arg.requires_grad:
+                out.append(None)
+                continue
+            garr = np.asarray(g._arr if isinstance(g, Tensor) else g, np.float64)
+            if garr.shape != tuple(arg.shape):
+                try:
+                    garr = np.broadcast_to(garr, arg.shape)
+                except ValueError:
+                    raise RuntimeError(f"Function {name} returned an invalid gradient at index "
+                                       f"{idx} - got {list(garr.shape)} but expected shape "
+                                       f"compatible with {list(arg.shape)}") from None
+            out.append(garr)
+        return out
+
+
+def once_differentiable(fn):
+    """Mark a ``backward`` as not differentiable twice (its gradients are computed
+    without recording, which is how every backward runs here for now)."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            return fn(ctx, *args)
+    return wrapper
