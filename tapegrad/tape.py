@@ -24,6 +24,7 @@ another tape) is used, it gets a ``source`` entry holding its value.
 import itertools
 import math
 import sys
+import weakref
 
 import numpy as np
 
@@ -39,6 +40,7 @@ _STAGE_BLOCK = 4096          # staged scalar entries per flush
 _ROTATE_ENTRIES = 1 << 16    # a default tape still in use past these sizes is left to
 _ROTATE_VALUES = 1 << 23     # its tensors, and recording moves on to a new one
 _uids = itertools.count(1)
+_live = weakref.WeakValueDictionary()   # uid -> tape, for in-place ops on leaves
 _pool = []                   # value arenas of released tapes, for reuse
 _col_pool = []               # column sets of dead tapes, for reuse
 _COLUMNS = (("OP", np.int16), ("A", np.int64), ("B", np.int64), ("C", np.float64),
@@ -78,6 +80,7 @@ class Tape:
     def _reset(self):
         """Start over as a new, empty tape (a new uid) over the same arrays."""
         self.uid = next(_uids)
+        _live[self.uid] = self
         self.next = 0            # index of the next entry (staged entries included)
         self.n = 0               # entries written to the columns
         self.stage = []          # staged scalar entries, flat
@@ -95,6 +98,7 @@ class Tape:
         self.hooks = {}          # entry -> {handle id: tensor hook}
         self.hook_dtypes = {}    # entry -> dtype of the hooked tensor
         self.functions = {}      # entry -> the custom Function call it is an output of
+        self.modified = {}       # entry -> (tensor, version now, version saved): in-place
         self._ext = {}           # id(foreign tensor) -> its external entry
         self.released = False
 
@@ -286,6 +290,11 @@ class Tape:
         if self.next > 20:
             lines.append("  ...")
         return "\n".join(lines)
+
+
+def live_tape(uid):
+    """The tape with this uid, if it is still alive (and has not started over)."""
+    return _live.get(uid)
 
 
 def current_tape():

@@ -10,11 +10,14 @@ adjoints on views of the arenas, and the sweep resumes below them.
 import numpy as np
 
 from .. import tape as tp
+from ..ops.table import OPS
 from ..kernels.reverse import CONSUMED, DONE, HOOK, consume, sweep
 from .hooks import run_hooks
 from ..tensor import Tensor, _leaf, _norm
 
 HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
+# per opcode: does its backward need its first input / second input / its result?
+SAVES = tuple(np.array([s in op.saves for op in OPS]) for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
 
 
@@ -126,6 +129,11 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
             _host_matmul(t, i, G)
             top = i - 1
 
+    if t.modified:
+        err = modified_saved_error(t, live, n)
+        if err is not None:
+            raise err
+
     def adjoint(e, shape):
         return G[OFF[e]:OFF[e] + _entry_size(t, e)].reshape(shape)
 
@@ -159,6 +167,31 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
             found[k] = adjoint(e, t.shape(e)).copy()
     if not retain_graph:
         _consume(t, live, n)
+
+
+def modified_saved_error(t, live, n):
+    """PyTorch's error if a swept entry needs a saved value that an in-place op changed
+    after the entry was recorded; None otherwise.  Called only when the tape saw an
+    in-place op."""
+    ops = t.OP[:n]
+    idx = np.arange(n)
+    swept = live[:n].astype(bool)
+    for entry, (x, now, then, boundary) in t.modified.items():
+        before = swept & (idx < boundary)
+        bad = before & (((t.A[:n] == entry) & SAVES[0][ops]) | ((t.B[:n] == entry) & SAVES[1][ops])
+                        | ((idx == entry) & SAVES[2][ops]))
+        if bad.any():
+            kind = {np.dtype(np.float64): "DoubleTensor", np.dtype(np.float32): "FloatTensor"}.get(
+                x._arr.dtype, "Tensor")
+            holder = (x.grad_fn.name().replace("Backward0", "").replace("Backward1", "")
+                      if x.grad_fn is not None else "AccumulateGrad")
+            return RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [tapegrad.{kind} {list(x.shape)}], which is output 0 of "
+                f"{holder}, is at version {now}; expected version {then} instead. Hint: enable "
+                "anomaly detection to find the operation that failed to compute its gradient, "
+                "with torch.autograd.set_detect_anomaly(True).")
+    return None
 
 
 def _host_function(t, i, G, live):
