@@ -8,6 +8,8 @@ noted on its tape; a backward that needs that entry as a saved value raises PyTo
 error, as PyTorch would (ops that save nothing of it are fine; the check is in the
 engine).  A tape on which no in-place op happened pays nothing.
 """
+import weakref
+
 import numpy as np
 
 from . import dtypes
@@ -23,7 +25,7 @@ def _note_modified(x):
     t = x._t if x._t is not None else live_tape(x._tid)
     if t is not None and x._i >= 0 and (x._t is not None or x._tid == t.uid):
         first = t.modified.get(x._i)
-        t.modified[x._i] = (x, x._version + 1, first[2] if first else x._version,
+        t.modified[x._i] = (weakref.ref(x), x._version + 1, first[2] if first else x._version,
                             first[3] if first else t.next)
 
 

@@ -176,19 +176,23 @@ def modified_saved_error(t, live, n):
     ops = t.OP[:n]
     idx = np.arange(n)
     swept = live[:n].astype(bool)
-    for entry, (x, now, then, boundary) in t.modified.items():
+    for entry, (ref, now, then, boundary) in t.modified.items():
         before = swept & (idx < boundary)
         bad = before & (((t.A[:n] == entry) & SAVES[0][ops]) | ((t.B[:n] == entry) & SAVES[1][ops])
                         | ((idx == entry) & SAVES[2][ops]))
         if bad.any():
-            kind = {np.dtype(np.float64): "DoubleTensor", np.dtype(np.float32): "FloatTensor"}.get(
-                x._arr.dtype, "Tensor")
-            holder = (x.grad_fn.name().replace("Backward0", "").replace("Backward1", "")
-                      if x.grad_fn is not None else "AccumulateGrad")
+            x = ref()
+            what = "a tensor"
+            if x is not None:
+                kind = {np.dtype(np.float64): "DoubleTensor",
+                        np.dtype(np.float32): "FloatTensor"}.get(x._arr.dtype, "Tensor")
+                holder = (x.grad_fn.name().replace("Backward0", "").replace("Backward1", "")
+                          if x.grad_fn is not None else "AccumulateGrad")
+                what = f"[tapegrad.{kind} {list(x.shape)}], which is output 0 of {holder},"
             return RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: [tapegrad.{kind} {list(x.shape)}], which is output 0 of "
-                f"{holder}, is at version {now}; expected version {then} instead. Hint: enable "
+                f"inplace operation: {what} is at version {now}; expected version {then} "
+                "instead. Hint: enable "
                 "anomaly detection to find the operation that failed to compute its gradient, "
                 "with torch.autograd.set_detect_anomaly(True).")
     return None
