@@ -64,7 +64,7 @@ def _train_step(w1, b1, w2, X, Y, lr=0.05):
     loss.backward()
     with tg.no_grad():
         for p in (w1, b1, w2):
-            p.data = p.data - lr * p.grad
+            p -= lr * p.grad
             p.grad = None
     return loss.item()
 
