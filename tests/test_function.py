@@ -4,15 +4,9 @@ import pytest
 import torch
 
 import tapegrad as tg
+
+pytestmark = pytest.mark.usefixtures("torch_float64")
 from tapegrad.autograd import gradcheck
-
-
-@pytest.fixture(autouse=True)
-def torch_float64():
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(before)
 
 
 def make_functions(m):

@@ -5,21 +5,10 @@ import torch
 
 import tapegrad as tg
 
-
-@pytest.fixture(autouse=True)
-def torch_float64():
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(before)
+pytestmark = pytest.mark.usefixtures("torch_float64")
 
 
-def both(program):
-    """Run ``program(m)`` with m = torch and m = tapegrad; return both results."""
-    return program(torch), program(tg)
-
-
-def test_hook_on_non_leaf_replaces_the_gradient():
+def test_hook_on_non_leaf_replaces_the_gradient(both):
     def program(m):
         x = m.tensor([1.0, 2.0, -0.5], requires_grad=True)
         y = (x * 3).sin()
@@ -30,7 +19,7 @@ def test_hook_on_non_leaf_replaces_the_gradient():
     np.testing.assert_allclose(got, ref)
 
 
-def test_hooks_run_in_order_see_the_gradient_and_can_be_removed():
+def test_hooks_run_in_order_see_the_gradient_and_can_be_removed(both):
     def program(m):
         seen = []
         x = m.tensor([1.0, 2.0], requires_grad=True)
@@ -46,7 +35,7 @@ def test_hooks_run_in_order_see_the_gradient_and_can_be_removed():
     assert got == ref
 
 
-def test_leaf_hook_runs_before_accumulation():
+def test_leaf_hook_runs_before_accumulation(both):
     def program(m):
         x = m.tensor([1.0, 2.0], requires_grad=True)
         h = x.register_hook(lambda g: g * 10)
@@ -59,7 +48,7 @@ def test_leaf_hook_runs_before_accumulation():
     assert got == ref
 
 
-def test_hooks_in_scalar_chains_and_autograd_grad():
+def test_hooks_in_scalar_chains_and_autograd_grad(both):
     def program(m):
         a = m.tensor(0.7, requires_grad=True)
         b = a.exp() * a
@@ -84,7 +73,7 @@ def test_hook_errors_leave_state_intact():
     assert x.grad.tolist() == [2.0, 2.0]
 
 
-def test_post_accumulate_grad_hook():
+def test_post_accumulate_grad_hook(both):
     def program(m):
         seen = []
         x = m.tensor([1.0, 2.0], requires_grad=True)

@@ -5,21 +5,11 @@ import torch
 
 import tapegrad as tg
 
-
-@pytest.fixture(autouse=True)
-def torch_float64():
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(before)
-
-
-def both(program):
-    return program(torch), program(tg)
+pytestmark = pytest.mark.usefixtures("torch_float64")
 
 
 @pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_", "pow_"])
-def test_inplace_on_non_leaf_rebases_history(op):
+def test_inplace_on_non_leaf_rebases_history(op, both):
     def program(m):
         x = m.tensor([0.5, 1.5, 2.0], requires_grad=True)
         y = x * x
@@ -33,7 +23,7 @@ def test_inplace_on_non_leaf_rebases_history(op):
     np.testing.assert_allclose(got[3], ref[3])
 
 
-def test_augmented_assignment_and_scalars():
+def test_augmented_assignment_and_scalars(both):
     def program(m):
         x = m.tensor(0.7, requires_grad=True)
         s = x * 2
@@ -53,7 +43,7 @@ def test_augmented_assignment_and_scalars():
     assert got[2:] == ref[2:]
 
 
-def test_leaf_inplace_needs_no_grad():
+def test_leaf_inplace_needs_no_grad(both):
     def program(m):
         x = m.tensor([1.0, 2.0], requires_grad=True)
         with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being "
@@ -68,7 +58,7 @@ def test_leaf_inplace_needs_no_grad():
     assert got == ref
 
 
-def test_modified_saved_value_raises_and_unsaved_does_not():
+def test_modified_saved_value_raises_and_unsaved_does_not(both):
     def program(m):
         x = m.tensor([1.0, 2.0], requires_grad=True)
         a = x * 1
@@ -92,7 +82,7 @@ def test_modified_saved_value_raises_and_unsaved_does_not():
     assert got == ref
 
 
-def test_setitem_fill_zero_copy():
+def test_setitem_fill_zero_copy(both):
     def program(m):
         x = m.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
         y = x * 2
@@ -113,7 +103,7 @@ def test_setitem_fill_zero_copy():
     assert got == ref
 
 
-def test_sgd_loop_with_inplace_updates_matches_torch():
+def test_sgd_loop_with_inplace_updates_matches_torch(both):
     def program(m):
         w = m.tensor([[0.5, -0.3], [0.8, 0.1]], requires_grad=True)
         b = m.tensor([0.1, -0.2], requires_grad=True)

@@ -26,18 +26,14 @@ TOLERANCES = {np.dtype("float64"): dict(rtol=1e-10, atol=1e-12),
               np.dtype("float32"): dict(rtol=1e-5, atol=1e-6)}
 
 
+pytestmark = pytest.mark.usefixtures("torch_float64")
+
+
 @pytest.fixture(params=["torch", "tapegrad"])
 def m(request):
     return importlib.import_module(request.param)
 
 
-@pytest.fixture(autouse=True)
-def torch_default_float64():
-    """tapegrad's contract (API.md) makes float64 the default dtype: compare like with like."""
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(before)
 
 
 # --------------------------------------------------------------------------
