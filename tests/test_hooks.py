@@ -1,7 +1,6 @@
 """Tensor hooks (host entries of the sweep) against PyTorch."""
 import numpy as np
 import pytest
-import torch
 
 import tapegrad as tg
 

@@ -1,9 +1,7 @@
 """In-place ops and version counters against PyTorch."""
 import numpy as np
 import pytest
-import torch
 
-import tapegrad as tg
 
 pytestmark = pytest.mark.usefixtures("torch_float64")
 
