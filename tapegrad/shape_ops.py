@@ -154,7 +154,9 @@ def _np_key(key):
 
 
 def getitem(x, key):
-    if x.ndim == 0 and key not in (None, Ellipsis, ()):
+    if x.ndim == 0 and not (key is None or key is Ellipsis or
+                            (isinstance(key, tuple) and all(k is None or k is Ellipsis
+                                                            for k in key))):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
     nkey = _np_key(key)
@@ -196,8 +198,10 @@ def _basic_chain(x, key):
             dim += 1
         else:
             out = _basic(out, arr, arr[lead + (int(k), Ellipsis)], CODE["select"])
-    return out if out is not x else _basic(x, contiguous(x._arr), contiguous(x._arr)[...],
-                                           CODE["slice"])
+    if out is x:                     # x[:] or x[...]: still a new tensor, as in PyTorch
+        arr = contiguous(x._arr)
+        out = _basic(x, arr, arr[...], CODE["slice"])
+    return out
 
 
 def _basic(x, arr, view, code, group=()):

@@ -321,3 +321,17 @@ def test_each_thread_records_on_its_own_tape():
     th.start()
     th.join()
     assert seen[0] is not main and seen[1] == 2.0
+
+
+def test_indexing_zero_d_and_whole_tensors():
+    s = tg.tensor(2.0, requires_grad=True)
+    assert s[None].shape == (1,) and s[...].shape == () and s[None, ...].shape == (1,)
+    (s[...] * 3).backward()
+    assert s.grad.item() == 3.0
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        s[0]
+    v = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w = v[:]
+    assert w is not v and w.tolist() == [1.0, 2.0, 3.0]
+    (w * w).sum().backward()
+    assert v.grad.tolist() == [2.0, 4.0, 6.0]
