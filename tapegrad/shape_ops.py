@@ -171,10 +171,25 @@ def getitem(x, key):
     except IndexError as e:
         raise IndexError(str(e).replace("axis", "dimension")) from None
     if _is_advanced(key):
-        pos = np.arange(arr.size, dtype=np.int64).reshape(arr.shape)[nkey].reshape(-1)
+        pos = _torch_order_index(np.arange(arr.size, dtype=np.int64).reshape(arr.shape), nkey)
+        value = _torch_order_index(arr, nkey)
+        pos = pos.reshape(-1)
         return _out(x, value, lambda t, ia: t.append(CODE["index"], ia, -1,
                                                      contiguous(value), pos))
     return _basic_chain(x, nkey)
+
+
+def _torch_order_index(a, key):
+    """``a[key]`` with PyTorch's order for a key mixing integers and index arrays: the
+    integers select first (NumPy would treat them as advanced indices too)."""
+    comps = key if isinstance(key, tuple) else (key,)
+    ints = [isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in comps]
+    if not any(ints):
+        return a[key]
+    first = tuple(k if is_int else (k if k is Ellipsis else slice(None))
+                  for k, is_int in zip(comps, ints) if k is not None)
+    rest = tuple(k for k, is_int in zip(comps, ints) if not is_int)
+    return a[first][rest]
 
 
 def _basic_chain(x, key):
