@@ -12,7 +12,9 @@ HERE = os.path.dirname(__file__)
 def test_suites_pass_with_bounds_checking():
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=tempfile.mkdtemp())
     suites = [os.path.join(HERE, f) for f in ("test_op_table.py", "test_engine.py",
-                                                "test_oracle_torch.py")]
+                                                "test_oracle_torch.py", "test_indexing_fuzz.py",
+                                                "test_inplace.py", "test_function.py",
+                                                "test_hooks.py")]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
                            *suites], env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
