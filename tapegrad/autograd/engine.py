@@ -13,7 +13,7 @@ from .. import tape as tp
 from ..ops.table import OPS
 from ..kernels.reverse import CONSUMED, DONE, HOOK, consume, sweep
 from .hooks import run_hooks
-from ..tensor import Tensor, _leaf, _norm
+from ..tensor import Tensor, _leaf, _new, _norm
 
 HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
 # per opcode: does its backward need its first input / second input / its result?
@@ -241,15 +241,16 @@ def _consume(t, live, n):
 def _accumulate(x, g):
     """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype
     (after the leaf's tensor hooks, if it has any)."""
-    hooks = x.__dict__.get("_hooks")
-    if hooks:
-        g = run_hooks(hooks, np.reshape(g, x._arr.shape), x.dtype.np)
+    extra = x.__dict__
+    if extra and "_hooks" in extra:
+        g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np)
     old = x.grad
     d = x._d
-    if d.__class__ is float:
-        g = float(g)
+    if d.__class__ is float:           # the scalar path: one float, one new tensor
         if old is None:
-            x.grad = _leaf(g)
+            o = _new(Tensor)
+            o._d, o._t, o._tid, o._i, o._rg = float(g), None, 0, -1, False
+            x.grad = o
         else:
             old._d = old._d + g
         return
@@ -279,9 +280,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     for leaf, g in deliveries:
         if leaf._rg:
             _accumulate(leaf, g)
-            post = leaf.__dict__.get("_post_hooks")
-            for fn in list(post.values()) if post else ():
-                fn(leaf)
+            extra = leaf.__dict__
+            if "_post_hooks" in extra:
+                for fn in list(extra["_post_hooks"].values()):
+                    fn(leaf)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
