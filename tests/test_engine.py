@@ -335,3 +335,30 @@ def test_indexing_zero_d_and_whole_tensors():
     assert w is not v and w.tolist() == [1.0, 2.0, 3.0]
     (w * w).sum().backward()
     assert v.grad.tolist() == [2.0, 4.0, 6.0]
+
+
+def test_eight_threads_record_and_accumulate_into_a_shared_leaf():
+    w = tg.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    s = tg.tensor(0.25, requires_grad=True)
+    rounds, errors = 40, []
+
+    def work(k):
+        try:
+            for _ in range(rounds):
+                v = tg.tensor([1.0, 2.0, 3.0]) * (k + 1)
+                loss = ((w * v).tanh().sum() + s * float(k)) * 1.0
+                loss.backward()
+        except Exception as e:   # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    wv = np.array([0.5, -1.0, 2.0])
+    expect = sum(rounds * (1 - np.tanh(wv * np.array([1.0, 2.0, 3.0]) * (k + 1)) ** 2)
+                 * np.array([1.0, 2.0, 3.0]) * (k + 1) for k in range(8))
+    np.testing.assert_allclose(w.grad.numpy(), expect)
+    assert s.grad.item() == pytest.approx(rounds * sum(range(8)))

@@ -7,6 +7,8 @@ its gradient to AccumulateGrad, which adds it into ``.grad``.  Matrix products p
 ``HOST_MIN_MACS`` are host entries: the sweep stops there, NumPy's BLAS computes their
 adjoints on views of the arenas, and the sweep resumes below them.
 """
+import threading
+
 import numpy as np
 
 from .. import tape as tp
@@ -15,6 +17,7 @@ from ..kernels.reverse import CONSUMED, DONE, HOOK, consume, sweep
 from .hooks import run_hooks
 from ..tensor import Tensor, _leaf, _new, _norm
 
+_ACCUMULATE = threading.RLock()
 HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
 # per opcode: does its backward need its first input / second input / its result?
 SAVES = tuple(np.array([s in op.saves for op in OPS]) for s in ("self", "other", "result"))
@@ -277,13 +280,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 _accumulate(x, g)
         return
     deliveries, _ = run(outputs, seeds, retain_graph)
-    for leaf, g in deliveries:
-        if leaf._rg:
-            _accumulate(leaf, g)
-            extra = leaf.__dict__
-            if "_post_hooks" in extra:
-                for fn in list(extra["_post_hooks"].values()):
-                    fn(leaf)
+    with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
+        for leaf, g in deliveries:
+            if leaf._rg:
+                _accumulate(leaf, g)
+                extra = leaf.__dict__
+                if "_post_hooks" in extra:
+                    for fn in list(extra["_post_hooks"].values()):
+                        fn(leaf)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
