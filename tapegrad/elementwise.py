@@ -166,8 +166,18 @@ def _stage(code, x, sx, y, sy, c, r):
         t = None   # drop this frame's reference: maintain() counts them
         t = current_tape()
     uid = t.uid
-    ia = -1 if x is None else x._i if x._tid == uid else buf(t, x, sx)
-    ib = -1 if y is None else y._i if y._tid == uid else buf(t, y, sy)
+    # _i is read before _tid (register() writes _tid first): a leaf shared with another
+    # thread that registers it meanwhile can only fail the check, never mix the pair
+    ia = -1
+    if x is not None:
+        ia = x._i
+        if x._tid != uid:
+            ia = buf(t, x, sx)
+    ib = -1
+    if y is not None:
+        ib = y._i
+        if y._tid != uid:
+            ib = buf(t, y, sy)
     i = t.next
     t.next = i + 1
     t._stage_put((code, ia, ib, c, r))

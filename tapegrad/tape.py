@@ -215,7 +215,7 @@ class Tape:
                 self._ext[id(t)] = i
             return i
         i = self._source(LEAF if t._rg else CONST, t)
-        t._tid, t._i = self.uid, i
+        t._tid, t._i = self.uid, i      # in this order: readers read _i first
         return i
 
     def _source(self, code, t):

@@ -310,8 +310,9 @@ def recording(*tensors):
 
 def buf(t, x, saved=True):
     """Buffer index of Tensor ``x`` on tape ``t``."""
+    i = x._i                  # before _tid: see elementwise._stage
     if x._tid == t.uid:
-        return x._i
+        return i
     if saved and x._inference:
         raise RuntimeError("Inference tensors cannot be saved for backward. To work around you "
                            "can make a clone to get a normal tensor and use it in autograd.")
