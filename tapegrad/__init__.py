@@ -35,6 +35,9 @@ dtype = _dtypes.dtype
 __version__ = "0.1.0"
 
 
+is_anomaly_enabled = autograd.is_anomaly_enabled
+
+
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 

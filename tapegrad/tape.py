@@ -84,7 +84,9 @@ class Tape:
         self.next = 0            # index of the next entry (staged entries included)
         self.n = 0               # entries written to the columns
         self.stage = []          # staged scalar entries, flat
-        self._stage_put = self.stage.extend
+        self._stage_put = (_located_stage_put(self) if Tape.append is not _plain_append
+                           else self.stage.extend)
+        self.locs = {}           # entry -> LOCATIONS id, in anomaly mode
         self.astage = []         # staged array entries
         self._long_meta = False  # an index list is staged: flush concatenates arrays
         self.flush_at = _STAGE_BLOCK
@@ -290,6 +292,48 @@ class Tape:
         if self.next > 20:
             lines.append("  ...")
         return "\n".join(lines)
+
+
+# -- source locations, recorded only in anomaly mode ------------------------------------
+_PACKAGE = __file__.rsplit("/", 1)[0]
+LOCATIONS = []                 # interned (filename, line) of user code that recorded entries
+_location_ids = {}
+_plain_append = Tape.append
+
+
+def _caller_location():
+    """Id of the first frame outside tapegrad (the user's line that recorded an op)."""
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+        f = f.f_back
+    key = (f.f_code.co_filename, f.f_lineno) if f is not None else ("?", 0)
+    loc = _location_ids.get(key)
+    if loc is None:
+        loc = _location_ids[key] = len(LOCATIONS)
+        LOCATIONS.append(key)
+    return loc
+
+
+def _located_append(self, *args, **kwargs):
+    i = _plain_append(self, *args, **kwargs)
+    self.locs[i] = _caller_location()
+    return i
+
+
+def _located_stage_put(t):
+    put = t.stage.extend
+
+    def stage_put(row):
+        t.locs[t.next - 1] = _caller_location()
+        put(row)
+    return stage_put
+
+
+def record_locations(on):
+    """Anomaly mode: note, per entry, the source line that recorded it (off: no cost)."""
+    Tape.append = _located_append if on else _plain_append
+    for t in list(_live.values()):
+        t._stage_put = _located_stage_put(t) if on else t.stage.extend
 
 
 def live_tape(uid):

@@ -1,8 +1,11 @@
 """``tapegrad.autograd``: PyTorch's autograd entry points over the tape engine."""
-from . import function, graph  # noqa: F401
+from . import anomaly, function, graph  # noqa: F401
+from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled,
+                      set_detect_anomaly)
 from .engine import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import gradcheck
 
-__all__ = ["Function", "FunctionCtx", "backward", "grad", "gradcheck", "graph",
-           "once_differentiable"]
+__all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "grad", "gradcheck", "graph",
+           "is_anomaly_check_nan_enabled", "is_anomaly_enabled", "once_differentiable",
+           "set_detect_anomaly"]

@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import tape as tp
 from ..ops.table import OPS
-from ..kernels.reverse import CONSUMED, DONE, HOOK, consume, sweep
+from ..kernels.reverse import CONSUMED, DONE, HOOK, NAN, consume, sweep
+from . import anomaly
 from .hooks import run_hooks
 from ..tensor import Tensor, _leaf, _new, _norm
 
@@ -113,13 +114,16 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
     scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
     omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
     done = -1
+    check_nan = anomaly.checking_nan()
     while True:
         status, i = sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G,
-                          live, scratch, omap, HOST_MIN_MACS, done)
+                          live, scratch, omap, HOST_MIN_MACS, done, check_nan)
         if status == DONE:
             break
         if status == CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
+        if status == NAN:
+            _raise_nan(t, i, G)
         if status == HOOK:             # tensor hooks on entry i's gradient, then resume at i
             o, size = OFF[i], _entry_size(t, i)
             G[o:o + size] = run_hooks(t.hooks[i], G[o:o + size].reshape(t.shape(i)),
@@ -131,6 +135,8 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
         else:                          # a large matrix product: BLAS
             _host_matmul(t, i, G)
             top = i - 1
+        if check_nan:
+            _raise_nan(t, i, G)
 
     if t.modified:
         err = modified_saved_error(t, live, n)
@@ -199,6 +205,14 @@ def modified_saved_error(t, live, n):
                 "anomaly detection to find the operation that failed to compute its gradient, "
                 "with torch.autograd.set_detect_anomaly(True).")
     return None
+
+
+def _raise_nan(t, i, G):
+    """Anomaly mode: raise PyTorch's error if entry i left a NaN in an input's adjoint."""
+    k = anomaly.nan_in_adjoints(t, i, G)
+    if k is not None:
+        from .graph import node_of
+        raise anomaly.nan_error(t, i, k, node_of(t, i).name())
 
 
 def _host_function(t, i, G, live):

@@ -17,7 +17,7 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         SOURCE_LAST, ew_grad)
 
 _JIT = dict(cache=True, error_model="numpy")
-DONE, CONSUMED, HOST, HOOK = 0, 1, 2, 3      # how a sweep ended
+DONE, CONSUMED, HOST, HOOK, NAN = 0, 1, 2, 3, 4      # how a sweep ended
 
 
 @njit(**_JIT)
@@ -228,7 +228,7 @@ def _cat(i, OFF, META, IAUX, G):
 
 @njit(**_JIT)
 def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap, host_min,
-          hooked_done):
+          hooked_done, check_nan):
     """Reverse sweep from the entries pre-marked in ``live`` (all at or below ``top``),
     last to first.  An entry is swept if a swept entry uses it: liveness is marked
     as the sweep goes, so only the output's subgraph is visited, in one pass.
@@ -239,7 +239,9 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
     product of at least ``host_min`` multiply-adds), which the caller computes in Python
     before resuming below it;
     ``(HOOK, i)`` when entry i's adjoint is complete and tensor hooks wait for it: the
-    caller runs them and resumes at ``i`` with ``hooked_done = i``."""
+    caller runs them and resumes at ``i`` with ``hooked_done = i``; ``(NAN, i)`` in
+    anomaly mode (``check_nan``) when entry i's backward left a NaN in an input's
+    adjoint."""
     for i in range(top, -1, -1):
         if live[i] == 0:
             continue
@@ -291,7 +293,33 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
             _cat(i, OFF, META, IAUX, G)
         elif HOST_FIRST <= op <= HOST_LAST:
             return HOST, i
+        if check_nan and nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
+            return NAN, i
     return DONE, -1
+
+
+@njit(**_JIT)
+def _nan_in(j, OFF, META, IAUX, G):
+    o = OFF[j]
+    for k in range(size_of(META, IAUX, j)):
+        if G[o + k] != G[o + k]:
+            return True
+    return False
+
+
+@njit(**_JIT)
+def nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
+    """Anomaly mode: is there a NaN in the adjoint of an input of entry i?"""
+    if A[i] >= 0 and _nan_in(A[i], OFF, META, IAUX, G):
+        return True
+    if B[i] >= 0 and _nan_in(B[i], OFF, META, IAUX, G):
+        return True
+    if CAT_FIRST <= OP[i] <= CAT_LAST:
+        e = extras_at(META, IAUX, i)
+        for j in range(IAUX[e + 1]):
+            if _nan_in(IAUX[e + 2 + 2 * j], OFF, META, IAUX, G):
+                return True
+    return False
 
 
 @njit(**_JIT)
