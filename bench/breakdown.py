@@ -7,7 +7,6 @@ import argparse
 import statistics
 import time
 
-import numpy as np
 
 import tapegrad as tg
 from tapegrad.autograd import engine
