@@ -29,7 +29,7 @@ import weakref
 import numpy as np
 
 from .grad_mode import STATE
-from .ops.table import CODE, OPS
+from .ops.table import CODE
 
 CONSUMED = 1
 HIDDEN = 2
