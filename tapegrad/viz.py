@@ -96,6 +96,60 @@ def to_pandas(t, **filters):
     return pd.DataFrame(tape_rows(t, **filters), columns=list(_COLUMNS))
 
 
+# -- backward, step by step -------------------------------------------------------------------
+class BackwardTrace:
+    """The frames of one reverse sweep, in sweep order: for each swept entry, the
+    gradient that arrived and what it sent to each input (what the inputs' gradient
+    buffers summed, and what AccumulateGrad wrote for leaves)."""
+
+    def __init__(self, frames, leaf_grads):
+        self.frames = frames
+        self.leaf_grads = leaf_grads      # [(leaf tensor, its summed gradient)]
+
+    def rows(self):
+        return [{"step": f["step"], "entry": f["entry"], "node": f["node"],
+                 "incoming": _short(f["incoming"]),
+                 "sends": "; ".join(f"{to} += {_short(d)}" for _, to, d in f["sent"])}
+                for f in self.frames]
+
+    def __repr__(self):
+        lines = [f"{'step':>4}  {'entry':>5}  {'node':<16}  {'incoming':<24}  sends"]
+        for r in self.rows():
+            lines.append(f"{r['step']:>4}  {r['entry']:>5}  {r['node']:<16}  "
+                         f"{r['incoming']:<24}  {r['sends']}")
+        return "\n".join(lines)
+
+    def _repr_html_(self):
+        cols = ("step", "entry", "node", "incoming", "sends")
+        head = "".join(f"<th>{c}</th>" for c in cols)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols)
+                       + "</tr>" for r in self.rows())
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _short(a, width=24):
+    text = np.array2string(np.asarray(a), precision=4, separator=", ", threshold=4,
+                           edgeitems=1)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def trace_backward(output, gradient=None):
+    """Run the reverse sweep from ``output`` one entry at a time and record every step
+    (the graph is kept and no ``.grad`` is touched: call ``backward()`` afterwards)."""
+    from .autograd import engine
+    frames = []
+
+    def observe(t, i, incoming, sent):
+        frames.append({"step": len(frames), "entry": i, "node": _node_name(t, i),
+                       "incoming": incoming.reshape(t.shape(i)),
+                       "sent": [(b, f"{_node_name(t, b) or 'const'}#{b}",
+                                 d.reshape(t.shape(b))) for b, d in sent]})
+
+    seeds = engine._seeds((output,), None if gradient is None else (gradient,))
+    deliveries, _ = engine.run((output,), seeds, True, observe=observe)
+    return BackwardTrace(frames, deliveries)
+
+
 # -- drawings --------------------------------------------------------------------------------
 def _label(node, names, show_attrs):
     if isinstance(node, AccumulateGrad):

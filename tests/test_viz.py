@@ -69,3 +69,25 @@ def test_large_graph_draws_collapsed_quickly():
     dot = viz.to_dot(y, max_nodes=300)
     assert time.perf_counter() - t0 < 5.0
     assert "more nodes not drawn" in dot and dot.count("MulBackward0") == 300
+
+
+def test_step_by_step_backward_sums_to_the_gradients():
+    import numpy as np
+    w = tg.tensor([[0.5, -1.0], [2.0, 0.3]], requires_grad=True)
+    x = tg.tensor([1.5, -0.5], requires_grad=True)
+    h = (w @ x).tanh()
+    loss = (h * h).sum() + (x * x).sum()
+    trace = viz.trace_backward(loss)
+    assert w.grad is None and x.grad is None                  # nothing accumulated
+    t = loss.tape
+    sums = {}
+    for frame in trace.frames:
+        for b, label, delta in frame["sent"]:
+            sums[b] = sums.get(b, 0) + delta
+    loss.backward()                                           # the graph was kept
+    leaf_entry = {id(src): e for e, src in t.sources.items()}
+    np.testing.assert_allclose(sums[leaf_entry[id(w)]], w.grad.numpy())
+    np.testing.assert_allclose(sums[leaf_entry[id(x)]], x.grad.numpy())
+    assert [f["node"] for f in trace.frames][0] == "AddBackward0"
+    assert trace._repr_html_().count("<tr>") == 1 + len(trace.frames)
+    assert "AccumulateGrad#" in repr(trace)

@@ -15,6 +15,7 @@ from .. import tape as tp
 from ..ops.table import OPS
 from ..kernels.reverse import CONSUMED, DONE, HOOK, NAN, consume, sweep
 from . import anomaly
+from .graph import _inputs as _graph_inputs
 from .hooks import run_hooks
 from ..tensor import Tensor, _leaf, _new, _norm
 
@@ -65,7 +66,7 @@ def _entry_size(t, e):
     return 1 if m < 0 else int(t.IAUX[m])
 
 
-def run(outputs, seeds, retain_graph, wanted=()):
+def run(outputs, seeds, retain_graph, wanted=(), observe=None):
     """Sweep from ``outputs`` seeded with ``seeds``.  Returns ``(deliveries, found)``:
     a list of (leaf, gradient) pairs, one per leaf entry reached (a leaf used on two
     tapes appears twice), and the summed adjoints of the ``wanted`` tensors (None
@@ -87,7 +88,7 @@ def run(outputs, seeds, retain_graph, wanted=()):
     while pending:
         uid = max(pending)
         _sweep_tape(tapes[uid], pending.pop(uid), retain_graph, deliveries, pending, tapes,
-                    want_at, found)
+                    want_at, found, observe)
     if wanted:
         leaf_pos = {id(w): k for k, w in enumerate(wanted) if w._t is None}
         for leaf, g in deliveries:
@@ -97,29 +98,16 @@ def run(outputs, seeds, retain_graph, wanted=()):
     return deliveries, found
 
 
-def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, found):
-    t.flush()
-    n = t.next
-    live = np.zeros(n, np.uint8)
-    top = 0
-    for e, _ in seeds:
-        live[e] = 1
-        top = max(top, e)
-    if t.released:
-        raise RuntimeError(tp.SECOND_BACKWARD)
-    G = np.zeros(t.nv)
-    OFF = t.OFF
-    for e, s in seeds:
-        G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)
-    scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
-    omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
+def _run(top, lo, t, G, live, scratch, omap, check_nan):
+    """Sweep entries ``top`` down to ``lo``, handling the sweep's stops (host entries,
+    hooks, consumed entries, NaN in anomaly mode); returns the next entry below."""
     done = -1
-    check_nan = anomaly.checking_nan()
-    while True:
+    OFF = t.OFF
+    while top >= lo:
         status, i = sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G,
-                          live, scratch, omap, HOST_MIN_MACS, done, check_nan)
+                          live, scratch, omap, HOST_MIN_MACS, done, check_nan, lo)
         if status == DONE:
-            break
+            return lo - 1
         if status == CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
         if status == NAN:
@@ -137,6 +125,42 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
             top = i - 1
         if check_nan:
             _raise_nan(t, i, G)
+    return top
+
+
+def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, found,
+                observe=None):
+    t.flush()
+    n = t.next
+    live = np.zeros(n, np.uint8)
+    top = 0
+    for e, _ in seeds:
+        live[e] = 1
+        top = max(top, e)
+    if t.released:
+        raise RuntimeError(tp.SECOND_BACKWARD)
+    G = np.zeros(t.nv)
+    OFF = t.OFF
+    for e, s in seeds:
+        G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)
+    scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
+    omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
+    args = (t, G, live, scratch, omap, anomaly.checking_nan())
+    if observe is None:
+        _run(top, 0, *args)
+    else:                                     # one entry at a time, for tools that watch
+        i = top
+        while i >= 0:
+            if not live[i] or tp.LEAF <= t.OP[i] <= tp.EXTERNAL:
+                i -= 1
+                continue
+            ins = list(dict.fromkeys(b for b in _graph_inputs(t, i) if b >= 0))
+            before = [G[OFF[b]:OFF[b] + _entry_size(t, b)].copy() for b in ins]
+            incoming = G[OFF[i]:OFF[i] + _entry_size(t, i)].copy()
+            nxt = _run(i, i, *args)
+            sent = [(b, G[OFF[b]:OFF[b] + _entry_size(t, b)] - old) for b, old in zip(ins, before)]
+            observe(t, i, incoming, sent)
+            i = nxt
 
     if t.modified:
         err = modified_saved_error(t, live, n)

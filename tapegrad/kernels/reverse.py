@@ -228,9 +228,9 @@ def _cat(i, OFF, META, IAUX, G):
 
 @njit(**_JIT)
 def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap, host_min,
-          hooked_done, check_nan):
-    """Reverse sweep from the entries pre-marked in ``live`` (all at or below ``top``),
-    last to first.  An entry is swept if a swept entry uses it: liveness is marked
+          hooked_done, check_nan, lo):
+    """Reverse sweep over entries ``top`` down to ``lo`` from the entries pre-marked in
+    ``live`` (all at or below ``top``), last to first.  An entry is swept if a swept entry uses it: liveness is marked
     as the sweep goes, so only the output's subgraph is visited, in one pass.
 
     Returns ``(status, i)``: ``(DONE, -1)``; ``(CONSUMED, i)`` when a needed entry was
@@ -242,7 +242,7 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
     caller runs them and resumes at ``i`` with ``hooked_done = i``; ``(NAN, i)`` in
     anomaly mode (``check_nan``) when entry i's backward left a NaN in an input's
     adjoint."""
-    for i in range(top, -1, -1):
+    for i in range(top, lo - 1, -1):
         if live[i] == 0:
             continue
         op = OP[i]
