@@ -20,13 +20,13 @@ _JIT = dict(cache=True, error_model="numpy")
 DONE, CONSUMED, HOST, HOOK, NAN = 0, 1, 2, 3, 4      # how a sweep ended
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def size_of(META, IAUX, i):
     m = META[i]
     return 1 if m < 0 else IAUX[m]
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def extras_at(META, IAUX, i):
     m = META[i]
     return m + 2 + IAUX[m + 1]
@@ -45,7 +45,7 @@ def strided(k, IAUX, shp, strd, nd):
     return off
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _needs(j, OP):
     """Does buffer j want an adjoint (is it an input other than a constant)?"""
     return j >= 0 and OP[j] != OP_CONST
@@ -81,7 +81,7 @@ def _where(i, OP, A, B, OFF, META, IAUX, V, G):
             G[OFF[b] + k] += G[oi + k]
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _pad4(IAUX, at, nd, fill):
     """The last four of the nd values at IAUX[at:], padded in front with ``fill``."""
     p = 4 - nd
@@ -298,7 +298,7 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
     return DONE, -1
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _nan_in(j, OFF, META, IAUX, G):
     o = OFF[j]
     for k in range(size_of(META, IAUX, j)):
