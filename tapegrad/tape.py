@@ -22,7 +22,6 @@ Leaves live outside the tape: the first time a leaf (or a constant, or a tensor 
 another tape) is used, it gets a ``source`` entry holding its value.
 """
 import itertools
-import math
 import sys
 import weakref
 
@@ -245,14 +244,17 @@ class Tape:
         m = self.META[i]
         return self.IAUX[m + 2 + self.IAUX[m + 1]:]
 
+    def size(self, i):
+        """Number of values in buffer ``i`` (call after ``flush``)."""
+        m = self.META[i]
+        return 1 if m < 0 else int(self.IAUX[m])
+
     def value(self, i):
         """The recorded value of buffer ``i`` as a float64 array (a copy)."""
         self.flush()
         if self.released:
             raise RuntimeError(SECOND_BACKWARD)
-        shape = self.shape(i)
-        size = math.prod(shape)
-        return self.V[self.OFF[i]:self.OFF[i] + size].reshape(shape).copy()
+        return self.V[self.OFF[i]:self.OFF[i] + self.size(i)].reshape(self.shape(i)).copy()
 
     def release(self):
         """Drop the value arena of a fully consumed tape; keep the structure for views."""

@@ -73,8 +73,7 @@ def nan_in_adjoints(t, i, G):
     """Position of the first input of entry i whose adjoint holds a NaN, or None."""
     for k, b in enumerate(b for b in _inputs(t, i) if b >= 0):
         o = int(t.OFF[b])
-        size = int(t.IAUX[t.META[b]]) if t.META[b] >= 0 else 1
-        if np.isnan(G[o:o + size]).any():
+        if np.isnan(G[o:o + t.size(b)]).any():
             return k
     return None
 

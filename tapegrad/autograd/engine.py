@@ -61,11 +61,6 @@ def _seeds(outputs, grad_outputs, what="grad_output"):
     return seeds
 
 
-def _entry_size(t, e):
-    m = t.META[e]
-    return 1 if m < 0 else int(t.IAUX[m])
-
-
 def run(outputs, seeds, retain_graph, wanted=(), observe=None):
     """Sweep from ``outputs`` seeded with ``seeds``.  Returns ``(deliveries, found)``:
     a list of (leaf, gradient) pairs, one per leaf entry reached (a leaf used on two
@@ -113,7 +108,7 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan):
         if status == NAN:
             _raise_nan(t, i, G)
         if status == HOOK:             # tensor hooks on entry i's gradient, then resume at i
-            o, size = OFF[i], _entry_size(t, i)
+            o, size = OFF[i], t.size(i)
             G[o:o + size] = run_hooks(t.hooks[i], G[o:o + size].reshape(t.shape(i)),
                                       t.hook_dtypes[i]).reshape(-1)
             top = done = i
@@ -155,10 +150,10 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
                 i -= 1
                 continue
             ins = list(dict.fromkeys(b for b in _graph_inputs(t, i) if b >= 0))
-            before = [G[OFF[b]:OFF[b] + _entry_size(t, b)].copy() for b in ins]
-            incoming = G[OFF[i]:OFF[i] + _entry_size(t, i)].copy()
+            before = [G[OFF[b]:OFF[b] + t.size(b)].copy() for b in ins]
+            incoming = G[OFF[i]:OFF[i] + t.size(i)].copy()
             nxt = _run(i, i, *args)
-            sent = [(b, G[OFF[b]:OFF[b] + _entry_size(t, b)] - old) for b, old in zip(ins, before)]
+            sent = [(b, G[OFF[b]:OFF[b] + t.size(b)] - old) for b, old in zip(ins, before)]
             observe(t, i, incoming, sent)
             i = nxt
 
@@ -168,7 +163,7 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
             raise err
 
     def adjoint(e, shape):
-        return G[OFF[e]:OFF[e] + _entry_size(t, e)].reshape(shape)
+        return G[OFF[e]:OFF[e] + t.size(e)].reshape(shape)
 
     if t.sources:
         ents = list(t.sources)
@@ -246,7 +241,7 @@ def _host_function(t, i, G, live):
     OFF = t.OFF
     grads = []
     for e, _, _, _ in group.outputs:
-        size = _entry_size(t, e)
+        size = t.size(e)
         grads.append(G[OFF[e]:OFF[e] + size].reshape(t.shape(e)).copy() if live[e] else None)
     for b, g in zip(group.inputs, group.backward(grads)):
         if g is not None:
