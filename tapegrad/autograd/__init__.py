@@ -4,8 +4,8 @@ from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_e
                       set_detect_anomaly)
 from .engine import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
-from .gradcheck import gradcheck
+from .gradcheck import gradcheck, gradgradcheck
 
-__all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "grad", "gradcheck", "graph",
+__all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "grad", "gradcheck", "gradgradcheck", "graph",
            "is_anomaly_check_nan_enabled", "is_anomaly_enabled", "once_differentiable",
            "set_detect_anomaly"]

@@ -8,6 +8,7 @@ its gradient to AccumulateGrad, which adds it into ``.grad``.  Matrix products p
 adjoints on views of the arenas, and the sweep resumes below them.
 """
 import threading
+import warnings
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ..ops.table import OPS
 from ..kernels.reverse import CONSUMED, DONE, HOOK, NAN, consume, sweep
 from . import anomaly
 from .graph import _inputs as _graph_inputs
-from .hooks import run_hooks
+from .hooks import apply_hooks, run_hooks
 from ..tensor import Tensor, _leaf, _new, _norm
 
 _ACCUMULATE = threading.RLock()
@@ -24,6 +25,12 @@ HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no roun
 # per opcode: does its backward need its first input / second input / its result?
 SAVES = tuple(np.array([s in op.saves for op in OPS]) for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
+CYCLE_WARNING = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using "
+    "autograd.grad when creating the graph to avoid this. If you have to use this function, "
+    "make sure to reset the .grad fields of your parameters to None after use to break the "
+    "cycle and avoid the leak.")
 
 
 def _as_tuple(x):
@@ -61,12 +68,16 @@ def _seeds(outputs, grad_outputs, what="grad_output"):
     return seeds
 
 
-def run(outputs, seeds, retain_graph, wanted=(), observe=None):
+def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=False):
     """Sweep from ``outputs`` seeded with ``seeds``.  Returns ``(deliveries, found)``:
     a list of (leaf, gradient) pairs, one per leaf entry reached (a leaf used on two
     tapes appears twice), and the summed adjoints of the ``wanted`` tensors (None
     where not reached).  Gradients are floats for 0-d float64 leaves, else float64
-    arrays."""
+    arrays; with ``create_graph`` (seeds are tensors) they are tensors whose computation
+    is recorded (``recorded_backward``)."""
+    sweep_tape = _sweep_tape
+    if create_graph:
+        from .recorded_backward import sweep_tape
     want_at = {}                      # (tape uid, entry) -> position in wanted
     for k, w in enumerate(wanted):
         if w._t is not None:
@@ -82,8 +93,8 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None):
         pending.setdefault(out._t.uid, []).append((out._i, s))
     while pending:
         uid = max(pending)
-        _sweep_tape(tapes[uid], pending.pop(uid), retain_graph, deliveries, pending, tapes,
-                    want_at, found, observe)
+        sweep_tape(tapes[uid], pending.pop(uid), retain_graph, deliveries, pending, tapes,
+                   want_at, found, observe)
     if wanted:
         leaf_pos = {id(w): k for k, w in enumerate(wanted) if w._t is None}
         for leaf, g in deliveries:
@@ -194,7 +205,7 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
         if uid == t.uid and live[e]:
             found[k] = adjoint(e, t.shape(e)).copy()
     if not retain_graph:
-        _consume(t, live, n)
+        consume_swept(t, live, n)
 
 
 def modified_saved_error(t, live, n):
@@ -268,7 +279,7 @@ def _host_matmul(t, i, G):
             nb, M, K).transpose(0, 2, 1) @ g
 
 
-def _consume(t, live, n):
+def consume_swept(t, live, n):
     if consume(n, t.OP, t.FLAGS, live) == 0:
         t.release()
     tp.replace_default(t)
@@ -296,27 +307,47 @@ def _accumulate(x, g):
         old._d = _norm(np.asarray(old._arr + g, d.dtype))
 
 
+def accumulate_recorded(x, g):
+    """AccumulateGrad under ``create_graph``: ``.grad`` becomes a tensor with a history
+    (out of place, so an earlier ``.grad`` keeps its own)."""
+    extra = x.__dict__
+    if extra and "_hooks" in extra:
+        g = apply_hooks(extra["_hooks"], g)
+    if g.dtype != x.dtype:
+        g = g.to(x.dtype)
+    x.grad = g if x.grad is None else x.grad + g
+
+
+def _prepare(outputs, grad_outputs, create_graph):
+    seeds = _seeds(outputs, grad_outputs)
+    if create_graph:
+        from .recorded_backward import seeds_as_tensors
+        seeds = seeds_as_tensors(grad_outputs, seeds)
+    return seeds
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None,
              grad_variables=None):
     """``tapegrad.autograd.backward``: accumulate d(tensors)/d(leaves) into ``.grad``."""
-    if create_graph:
-        raise RuntimeError("create_graph=True (higher-order gradients) is not supported yet")
     outputs = _as_tuple(tensors)
-    seeds = _seeds(outputs, grad_tensors)
+    seeds = _prepare(outputs, grad_tensors, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
+    accumulate = accumulate_recorded if create_graph else _accumulate
     inputs = _as_tuple(inputs)
     if inputs:
-        _, found = run(outputs, seeds, retain_graph, inputs)
+        _, found = run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
         for x, g in zip(inputs, found):
             if g is not None:
-                _accumulate(x, g)
+                accumulate(x, g)
         return
-    deliveries, _ = run(outputs, seeds, retain_graph)
+    if create_graph:
+        warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=3)
+    deliveries, _ = run(outputs, seeds, retain_graph, create_graph=create_graph)
     with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
         for leaf, g in deliveries:
             if leaf._rg:
-                _accumulate(leaf, g)
+                accumulate(leaf, g)
                 extra = leaf.__dict__
                 if "_post_hooks" in extra:
                     for fn in list(extra["_post_hooks"].values()):
@@ -326,8 +357,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """``tapegrad.autograd.grad``: the gradients of ``outputs`` w.r.t. ``inputs``."""
-    if create_graph:
-        raise RuntimeError("create_graph=True (higher-order gradients) is not supported yet")
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     if allow_unused is None:
@@ -335,10 +364,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for x in inputs:
         if not isinstance(x, Tensor) or not x._rg:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    seeds = _seeds(outputs, grad_outputs)
+    seeds = _prepare(outputs, grad_outputs, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
-    _, found = run(outputs, seeds, retain_graph, inputs)
+    _, found = run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
     result = []
     for x, g in zip(inputs, found):
         if g is None:
@@ -348,6 +377,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                    "desired behavior.")
             result.append(_leaf(_norm(np.zeros(x.shape, x.dtype.np))) if materialize_grads
                           else None)
+        elif create_graph:
+            result.append(g if g.dtype == x.dtype else g.to(x.dtype))
         else:
             result.append(_leaf(_norm(np.asarray(g, x.dtype.np))))
     return tuple(result)

@@ -94,16 +94,26 @@ class _Group:
 
     def backward(self, output_grads):
         """Gradients for the tensor inputs (float64 arrays or None) from ``backward``."""
+        grads = [None if g is None else from_array(np.asarray(g, dtype))
+                 for (_, _, dtype, _), g in zip(self.outputs, output_grads)]
+        with no_grad():
+            result = self.call_backward(grads)
+        return [None if g is None else np.asarray(g._arr if isinstance(g, Tensor) else g,
+                                                  np.float64) for g in result]
+
+    def call_backward(self, output_grads):
+        """Run the user's ``backward`` on the outputs' gradients (tensors or None, one per
+        output entry) in the current grad mode; returns one validated gradient per tensor
+        input (None where there is none), summed down to the input's shape where it is
+        larger, as PyTorch does."""
         ctx, cls = self.ctx, self.cls
         n_out = max(k for _, k, _, _ in self.outputs) + 1
         grads = [None] * n_out
         for (_, k, dtype, shape), g in zip(self.outputs, output_grads):
             if g is None and ctx.materialize_grads:
-                g = np.zeros(shape)
-            if g is not None:
-                grads[k] = from_array(np.asarray(g, dtype))
-        with no_grad():
-            result = cls.backward(ctx, *grads)
+                g = from_array(np.zeros(shape, dtype))
+            grads[k] = g
+        result = cls.backward(ctx, *grads)
         result = result if isinstance(result, tuple) else (result,)
         name = f"{cls.__name__}Backward"
         if len(result) != len(self.args):
@@ -116,21 +126,39 @@ class _Group:
             if g is None or not arg.requires_grad:
                 out.append(None)
                 continue
-            garr = np.asarray(g._arr if isinstance(g, Tensor) else g, np.float64)
-            if garr.shape != tuple(arg.shape):
-                try:
-                    garr = np.broadcast_to(garr, arg.shape)
-                except ValueError:
+            if not isinstance(g, Tensor):
+                g = from_array(np.asarray(g, np.float64))
+            shape = tuple(arg.shape)
+            if tuple(g.shape) != shape:
+                if not _expandable(shape, tuple(g.shape)):
                     raise RuntimeError(f"Function {name} returned an invalid gradient at index "
-                                       f"{idx} - got {list(garr.shape)} but expected shape "
-                                       f"compatible with {list(arg.shape)}") from None
-            out.append(garr)
+                                       f"{idx} - got {list(g.shape)} but expected shape "
+                                       f"compatible with {list(shape)}")
+                g = _sum_to(g, shape)
+            out.append(g)
         return out
 
 
+def _expandable(shape, to):
+    """Can ``shape`` be broadcast to ``to``?"""
+    if len(shape) > len(to):
+        return False
+    return all(s == 1 or s == d for s, d in zip(reversed(shape), reversed(to)))
+
+
+def _sum_to(g, shape):
+    """``g`` summed over the dims that broadcasting ``shape`` to g's shape added."""
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + d for d, s in enumerate(shape)
+                                      if s == 1 and g.shape[lead + d] != 1)
+    if dims:
+        g = g.sum(dims, keepdim=True)
+    return g.reshape(shape)
+
+
 def once_differentiable(fn):
-    """Mark a ``backward`` as not differentiable twice (its gradients are computed
-    without recording, which is how every backward runs here for now)."""
+    """Mark a ``backward`` as not differentiable twice: even under ``create_graph`` its
+    gradients are computed without recording (they carry no history)."""
     @functools.wraps(fn)
     def wrapper(ctx, *args):
         with no_grad():

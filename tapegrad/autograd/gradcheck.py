@@ -6,7 +6,6 @@ be reentrant: the same input and grad_output give the same gradient twice.
 """
 import numpy as np
 
-from ..grad_mode import no_grad
 from ..tensor import Tensor, from_array
 from .engine import grad
 
@@ -21,8 +20,8 @@ def _outputs(func, inputs):
 
 
 def _flat_outputs(func, args):
-    with no_grad():
-        return [np.asarray(o._arr, np.float64).reshape(-1) for o in _outputs(func, args)]
+    # not under no_grad: func may differentiate inside (gradgradcheck's vjp does)
+    return [np.asarray(o._arr, np.float64).reshape(-1) for o in _outputs(func, args)]
 
 
 def _numerical(func, inputs, k, eps, direction=None):
@@ -36,7 +35,8 @@ def _numerical(func, inputs, k, eps, direction=None):
         vals = []
         for sign in (1, -1):
             args = list(inputs)
-            args[k] = from_array((base.reshape(-1) + sign * eps * step).reshape(base.shape))
+            args[k] = from_array((base.reshape(-1) + sign * eps * step).reshape(base.shape),
+                                 rg=inputs[k].requires_grad)
             vals.append(_flat_outputs(func, args))
         cols.append([(p - m) / (2 * eps) for p, m in zip(*vals)])
     return cols
@@ -91,3 +91,31 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
                              "analytical gradient matches numerical gradient.The tolerance for "
                              f"nondeterminism was {nondet_tol}.", raise_exception)
     return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
+                  check_undefined_grad=True, fast_mode=False):
+    """True if the second derivatives of ``func`` match finite differences of its
+    first derivatives: ``gradcheck`` of the vector-Jacobian product, taken with
+    ``create_graph=True``, as a function of the inputs and the grad_outputs."""
+    inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+    outs = _outputs(func, inputs)
+    if grad_outputs is None:
+        rng = np.random.default_rng(1)
+        grad_outputs = tuple(from_array(rng.standard_normal(tuple(o.shape)), rg=True)
+                             for o in outs if o.requires_grad)
+    grad_outputs = tuple(grad_outputs) if isinstance(grad_outputs, (tuple, list)) \
+        else (grad_outputs,)
+    n = len(inputs)
+    diff = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+
+    def first_derivatives(*args):
+        xs, gos = args[:n], args[n:]
+        outs = [o for o in _outputs(func, xs) if o.requires_grad]
+        gs = grad(outs, [xs[k] for k in diff], gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in gs if g is not None)
+
+    return gradcheck(first_derivatives, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, nondet_tol=nondet_tol,
+                     fast_mode=fast_mode)

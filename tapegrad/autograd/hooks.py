@@ -62,11 +62,9 @@ def register_post_accumulate_grad_hook(tensor, hook):
     return handle
 
 
-def run_hooks(hooks, grad, dtype):
-    """Apply ``hooks`` (id -> fn, in registration order) to the float64 array ``grad``,
-    shown to them as a tensor of ``dtype``; returns the resulting float64 array."""
-    from ..tensor import from_array
-    g = from_array(np.array(grad, dtype))
+def apply_hooks(hooks, g):
+    """Apply ``hooks`` (id -> fn, in registration order) to the gradient tensor ``g``;
+    each may return a replacement of the same shape."""
     for fn in list(hooks.values()):
         out = fn(g)
         if out is not None:
@@ -74,4 +72,11 @@ def run_hooks(hooks, grad, dtype):
                 raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has changed the size "
                                    "of value")
             g = out
-    return np.asarray(g._arr, np.float64)
+    return g
+
+
+def run_hooks(hooks, grad, dtype):
+    """``apply_hooks`` on the float64 array ``grad``, shown to the hooks as a tensor of
+    ``dtype``; returns the resulting float64 array."""
+    from ..tensor import from_array
+    return np.asarray(apply_hooks(hooks, from_array(np.array(grad, dtype)))._arr, np.float64)

@@ -1,0 +1,271 @@
+"""Adjoint rules written in tapegrad's own ops, for a backward that records itself.
+
+With ``create_graph=True`` the reverse sweep must emit its adjoint computation as tape
+entries, so that the gradient is itself differentiable.  The elementwise rules are the
+op table's own reverse expressions, evaluated on tensors instead of floats: ``math``
+and ``sm`` (``tapegrad.ops.scalar_math``) are replaced by the tensor forms below, which
+keep each helper's meaning (and PyTorch's choices at non-differentiable points: masks
+such as relu's step are constants).  The structural kinds apply the transpose of their
+linear map with gathers, sums and matrix products.
+
+Each rule takes ``(t, i, g, h)``: the tape, the entry, the tensor adjoint of its result
+and ``h(j)``, the tensor that stands for buffer ``j`` (connected to its history).  It
+returns ``[(buffer, contribution), ...]``.
+"""
+import math
+
+import numpy as np
+
+from ..ops.table import OPS, kind_range
+from ..tape import CONST
+
+
+def _vals(v):
+    """The value of a tensor or a Python number, as a float64 array."""
+    return np.asarray(v._arr if hasattr(v, "_arr") else v, np.float64)
+
+
+def _const(a):
+    """A constant (no history) from a NumPy array: a float when 0-d."""
+    from ..tensor import from_array
+    a = np.asarray(a, np.float64)
+    return float(a) if a.ndim == 0 else from_array(a)
+
+
+def _is_tensor(v):
+    return hasattr(v, "_arr")
+
+
+class TensorScalarMath:
+    """``scalar_math``'s helpers on tensors (or Python numbers), differentiable where
+    the helper is."""
+
+    @staticmethod
+    def pow_dx(x, y):
+        import tapegrad as tg
+        if not _is_tensor(y):
+            return 0.0 if y == 0.0 else y * x ** (y - 1.0)
+        return tg.where(_vals(y) == 0.0, 0.0, y * x ** (y - 1.0))
+
+    @staticmethod
+    def pow_dy(x, r):
+        import tapegrad as tg
+        if not _is_tensor(x):
+            return 0.0 * r if x == 0.0 else r * math.log(x)
+        return tg.where((_vals(x) == 0.0) & (_vals(r) >= 0.0), 0.0, r * tg.log(x))
+
+    @staticmethod
+    def max_share(x, y):
+        xv, yv = _vals(x), _vals(y)
+        return _const(np.where(xv > yv, 1.0, np.where(xv == yv, 0.5, 0.0)))
+
+    @staticmethod
+    def step(r):
+        return _const((_vals(r) > 0.0).astype(np.float64))
+
+    @staticmethod
+    def sign(x):
+        return _const(np.sign(_vals(x)))
+
+    @staticmethod
+    def in_range(x, lo, hi):
+        xv = _vals(x)
+        return _const(((xv >= lo) & (xv <= hi)).astype(np.float64))
+
+    @staticmethod
+    def softplus_grad(x):
+        import tapegrad as tg
+        return tg.where(_vals(x) > 20.0, 1.0, tg.sigmoid(x))
+
+    @staticmethod
+    def erf_grad(x):
+        import tapegrad as tg
+        return 1.1283791670955126 * tg.exp(-x * x)
+
+    @staticmethod
+    def sigmoid(x):
+        import tapegrad as tg
+        return tg.sigmoid(x)
+
+
+class TensorMath:
+    """``math`` on tensors, for the rules that call it."""
+
+    @staticmethod
+    def cos(x):
+        import tapegrad as tg
+        return tg.cos(x) if _is_tensor(x) else math.cos(x)
+
+    @staticmethod
+    def sin(x):
+        import tapegrad as tg
+        return tg.sin(x) if _is_tensor(x) else math.sin(x)
+
+    @staticmethod
+    def exp(x):
+        import tapegrad as tg
+        return tg.exp(x) if _is_tensor(x) else math.exp(x)
+
+
+def _compile(expr):
+    if not expr:
+        return None
+    return eval(f"lambda x, y, r, g, c2: {expr}",  # noqa: S307 (the op table's own text)
+                {"math": TensorMath, "sm": TensorScalarMath})
+
+
+EW_RULES = {k: (_compile(op.gx), _compile(op.gy)) for k, op in enumerate(OPS) if op.kind == "ew"}
+
+
+def _wants(t, j):
+    return j >= 0 and t.OP[j] != CONST
+
+
+def elementwise(t, i, g, h):
+    a, b = int(t.A[i]), int(t.B[i])
+    c = float(t.C[i])
+    x = h(a) if a >= 0 else c
+    y = h(b) if b >= 0 else c
+    r = h(i)
+    fx, fy = EW_RULES[int(t.OP[i])]
+    out = []
+    if _wants(t, a):
+        out.append((a, fx(x, y, r, g, float(t.C2[i]))))
+    if fy is not None and _wants(t, b):
+        out.append((b, fy(x, y, r, g, float(t.C2[i]))))
+    return out
+
+
+def _offsets(shape, strides, base=0):
+    """Linear-index -> offset map of a C-ordered ``shape`` read with ``strides``."""
+    off = np.full(tuple(shape), base, np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        axis = [1] * len(shape)
+        axis[d] = n
+        off += np.arange(n, dtype=np.int64).reshape(axis) * int(s)
+    return off.reshape(-1)
+
+
+def scatter_add(g, src, n_in, in_shape):
+    """The transpose of a gather: result element j sums the elements k of ``g`` with
+    ``src[k] == j``, recorded as an index entry (and a sum where targets repeat)."""
+    import tapegrad as tg
+    src = np.asarray(src, np.int64)
+    n_out = src.size
+    counts = np.bincount(src, minlength=n_in)
+    flat = g.reshape(-1)
+    if n_out == n_in and counts.max(initial=0) == 1:   # a permutation
+        inv = np.empty(n_in, np.int64)
+        inv[src] = np.arange(n_out)
+        return flat[inv].reshape(in_shape)
+    m = int(counts.max(initial=1))
+    order = np.argsort(src, kind="stable")
+    starts = np.cumsum(counts) - counts
+    rank = np.arange(n_out) - starts[src[order]]
+    P = np.full((n_in, m), n_out, np.int64)          # n_out: the zero pad
+    P[src[order], rank] = order
+    ext = tg.cat([flat, tg.zeros(1, dtype=g.dtype)])
+    picked = ext[P.reshape(-1)].reshape(n_in, m)
+    return (picked.sum(1) if m > 1 else picked.reshape(-1)).reshape(in_shape)
+
+
+def where(t, i, g, h):
+    import tapegrad as tg
+    mask = t.value(int(t.extras(i)[0])) != 0.0
+    a, b = int(t.A[i]), int(t.B[i])
+    out = []
+    if _wants(t, a):
+        out.append((a, tg.where(mask, g, 0.0)))
+    if _wants(t, b):
+        out.append((b, tg.where(mask, 0.0, g)))
+    return out
+
+
+def gather(t, i, g, h):
+    a = int(t.A[i])
+    if not _wants(t, a):
+        return []
+    ex = t.extras(i)
+    shape = t.shape(i)
+    src = _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
+    return [(a, scatter_add(g, src, t.size(a), t.shape(a)))]
+
+
+def reshape(t, i, g, h):
+    a = int(t.A[i])
+    return [(a, g.reshape(t.shape(a)))] if _wants(t, a) else []
+
+
+def index(t, i, g, h):
+    a = int(t.A[i])
+    if not _wants(t, a):
+        return []
+    src = t.extras(i)[:t.size(i)]
+    return [(a, scatter_add(g, src, t.size(a), t.shape(a)))]
+
+
+def reduce(t, i, g, h):
+    """Reductions: input element k feeds output element ``o[k]``."""
+    import tapegrad as tg
+    a = int(t.A[i])
+    if not _wants(t, a):
+        return []
+    in_shape, nin, nout = t.shape(a), t.size(a), t.size(i)
+    o = _offsets(in_shape, t.extras(i)[:len(in_shape)]) if in_shape else np.zeros(1, np.int64)
+    spread = g.reshape(-1)[o].reshape(in_shape)
+    name = OPS[int(t.OP[i])].name
+    if name in ("sum", "sum_dim"):
+        return [(a, spread)]
+    if name in ("mean", "mean_dim"):
+        return [(a, spread * (nout / nin))]
+    xv = t.value(a).reshape(-1)
+    rv = t.value(i).reshape(-1)
+    if name in ("amax", "amin", "max_all", "min_all"):
+        mask = (xv == rv[o]).astype(np.float64)
+        count = np.bincount(o, weights=mask, minlength=nout)
+        return [(a, spread * _const((mask / count[o]).reshape(in_shape)))]
+    # prod: the product of the others, by division where no factor is zero
+    x = h(a)
+    if not (xv == 0.0).any():
+        return [(a, spread * h(i).reshape(-1)[o].reshape(in_shape) / x)]
+    gs = nin // nout
+    if gs == 1:
+        return [(a, spread)]
+    members = np.argsort(o, kind="stable").reshape(nout, gs)[o]        # (nin, gs)
+    others = members[members != np.arange(nin)[:, None]].reshape(nin, gs - 1)
+    prod_others = x.reshape(-1)[others.reshape(-1)].reshape(nin, gs - 1).prod(1)
+    return [(a, spread * prod_others.reshape(in_shape))]
+
+
+def matmul(t, i, g, h):
+    nb, M, K, N = (int(v) for v in t.extras(i)[:4])
+    a, b = int(t.A[i]), int(t.B[i])
+    go = g.reshape(nb, M, N)
+    out = []
+    if _wants(t, a):
+        y = h(b).reshape(nb, K, N)
+        out.append((a, (go @ y.transpose(1, 2)).reshape(t.shape(a))))
+    if _wants(t, b):
+        x = h(a).reshape(nb, M, K)
+        out.append((b, (x.transpose(1, 2) @ go).reshape(t.shape(b))))
+    return out
+
+
+def cat(t, i, g, h):
+    ex = t.extras(i)
+    outer, nin = int(ex[0]), int(ex[1])
+    pieces = [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(nin)]
+    total = sum(inner for _, inner in pieces)
+    rows = g.reshape(outer, total)
+    out, pos = [], 0
+    for buf, inner in pieces:
+        if _wants(t, buf):
+            out.append((buf, rows[:, pos:pos + inner].reshape(t.shape(buf))))
+        pos += inner
+    return out
+
+
+_BY_KIND = {"ew": elementwise, "where": where, "gather": gather, "reshape": reshape,
+            "index": index, "reduce": reduce, "matmul": matmul, "cat": cat}
+RULES = tuple(_BY_KIND.get(op.kind) for op in OPS)
+HOST_FIRST, HOST_LAST = kind_range("host")
