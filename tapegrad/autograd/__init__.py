@@ -1,11 +1,11 @@
 """``tapegrad.autograd``: PyTorch's autograd entry points over the tape engine."""
-from . import anomaly, function, graph  # noqa: F401
+from . import anomaly, forward_ad, function, functional, graph  # noqa: F401
 from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled,
                       set_detect_anomaly)
 from .engine import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import gradcheck, gradgradcheck
 
-__all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "grad", "gradcheck", "gradgradcheck", "graph",
-           "is_anomaly_check_nan_enabled", "is_anomaly_enabled", "once_differentiable",
+__all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "forward_ad", "functional",
+           "grad", "gradcheck", "gradgradcheck", "graph", "is_anomaly_check_nan_enabled", "is_anomaly_enabled", "once_differentiable",
            "set_detect_anomaly"]

@@ -84,7 +84,7 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
             want_at[(w._t.uid, w._i)] = k
     found = [None] * len(wanted)
     deliveries = []
-    pending, tapes = {}, {}
+    pending, tapes, swept = {}, {}, []
     for out, s in zip(outputs, seeds):
         if out._t is None:
             deliveries.append((out, s))
@@ -93,8 +93,11 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
         pending.setdefault(out._t.uid, []).append((out._i, s))
     while pending:
         uid = max(pending)
-        sweep_tape(tapes[uid], pending.pop(uid), retain_graph, deliveries, pending, tapes,
-                   want_at, found, observe)
+        swept.append(sweep_tape(tapes[uid], pending.pop(uid), deliveries, pending, tapes,
+                                want_at, found, observe))
+    if not retain_graph:    # only now: a tape may be swept twice (tapes referring both ways)
+        for t, live in swept:
+            consume_swept(t, live)
     if wanted:
         leaf_pos = {id(w): k for k, w in enumerate(wanted) if w._t is None}
         for leaf, g in deliveries:
@@ -134,8 +137,10 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan):
     return top
 
 
-def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, found,
-                observe=None):
+def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=None):
+    """Sweep tape ``t`` from ``seeds`` ((entry, array) pairs): deliver leaf gradients,
+    queue the adjoints of tensors of other tapes, fill ``found``.  Returns ``(t, live)``
+    (the swept entries, for consumption)."""
     t.flush()
     n = t.next
     live = np.zeros(n, np.uint8)
@@ -203,9 +208,9 @@ def _sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, fou
             _accumulate(x, adjoint(e, x.shape))
     for (uid, e), k in want_at.items():
         if uid == t.uid and live[e]:
-            found[k] = adjoint(e, t.shape(e)).copy()
-    if not retain_graph:
-        consume_swept(t, live, n)
+            g = adjoint(e, t.shape(e)).copy()
+            found[k] = g if found[k] is None else found[k] + g
+    return t, live
 
 
 def modified_saved_error(t, live, n):
@@ -279,8 +284,13 @@ def _host_matmul(t, i, G):
             nb, M, K).transpose(0, 2, 1) @ g
 
 
-def consume_swept(t, live, n):
-    if consume(n, t.OP, t.FLAGS, live) == 0:
+def consume_swept(t, live):
+    """Mark the entries in ``live`` consumed; free the tape's values when none is left."""
+    t.flush()
+    n = len(live)
+    if n < t.next:          # entries recorded since the sweep (create_graph's) stay
+        live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
+    if consume(t.next, t.OP, t.FLAGS, live) == 0:
         t.release()
     tp.replace_default(t)
 

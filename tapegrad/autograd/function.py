@@ -76,7 +76,9 @@ class Function:
                     id(o) in ctx._non_differentiable:
                 results.append(o)
                 continue
-            i = t.append(_FUNCTION, -1, -1, o._arr, [len(group.outputs)] + group.inputs)
+            # extras: position among the outputs, number of inputs, the input buffers
+            i = t.append(_FUNCTION, -1, -1, o._arr,
+                         [len(group.outputs), len(group.inputs)] + group.inputs)
             t.functions[i] = group
             group.outputs.append((i, k, o.dtype.np, tuple(o.shape)))
             results.append(_result(o._d, t, i))

@@ -144,7 +144,7 @@ def _inputs(t, i):
     """Input buffers of entry i, in PyTorch's order; -1 for a Python-number operand on
     the right (a number on the left is not an input: ``3 - x`` has one next function)."""
     op = t.OP[i]
-    if op == _FUNCTION:    # extras: output position, then the tensor inputs
+    if op == _FUNCTION:    # extras: output position, input count, the tensor inputs
         return [int(b) for b in t.functions[i].inputs]
     if op in _CAT:
         m = t.META[i]

@@ -50,10 +50,9 @@ class _Handles:
         return x
 
 
-def sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, found,
-               observe=None):
+def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=None):
     """``engine._sweep_tape`` with tensor adjoints (see the module docstring)."""
-    from .engine import consume_swept, modified_saved_error, accumulate_recorded
+    from .engine import accumulate_recorded, modified_saved_error
     t.flush()
     if t.released:
         raise RuntimeError(tp.SECOND_BACKWARD)
@@ -85,7 +84,7 @@ def sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, foun
             accumulate_recorded(t.retained[i], g)
         k = want_at.get((t.uid, i))
         if k is not None:
-            found[k] = g
+            found[k] = g if found[k] is None else found[k] + g
         if HOST_FIRST <= op <= HOST_LAST:
             contributions = _function(t, i, g, adj, live)
         else:
@@ -96,9 +95,7 @@ def sweep_tape(t, seeds, retain_graph, deliveries, pending, tapes, want_at, foun
         err = modified_saved_error(t, live, n)
         if err is not None:
             raise err
-    if not retain_graph:
-        t.flush()
-        consume_swept(t, np.concatenate([live, np.zeros(t.next - n, np.uint8)]), t.next)
+    return t, live
 
 
 def _function(t, i, g, adj, live):

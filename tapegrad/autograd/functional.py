@@ -1,0 +1,312 @@
+"""``tapegrad.autograd.functional``: vjp, jvp, jacobian, hessian, hvp, vhp (PyTorch's API).
+
+The function is recorded once on a tape of its own.  Without ``create_graph`` the
+products and matrices come from compiled sweeps over that tape: a Jacobian's rows are
+one reverse sweep per output element and its columns one tangent sweep per input
+element, all inside one compiled call (never one Python-level backward per row); a
+Hessian is the Jacobian of the recorded gradient; ``jvp`` and ``hvp`` are tangent
+sweeps (``hvp`` forward over the recorded reverse).  With ``create_graph`` the results
+must carry a history, and everything goes through ``grad(create_graph=True)``.
+"""
+import numpy as np
+
+from ..grad_mode import enable_grad
+from ..tape import Tape
+from ..tensor import Tensor, from_array
+from . import sweeps
+from .engine import grad as _grad
+
+
+def _as_tuple(x, arg_name, fn_name):
+    is_tuple = isinstance(x, tuple)
+    xs = x if is_tuple else (x,)
+    for k, el in enumerate(xs):
+        if not isinstance(el, Tensor):
+            where = f"the value at index {k}" if is_tuple else f"the given {arg_name}"
+            raise TypeError(f"The {arg_name} given to {fn_name} must be either a Tensor or a "
+                            f"tuple of Tensors but {where} has type {type(el)}.")
+    return is_tuple, xs
+
+
+def _unpack(res, is_tuple):
+    return res if is_tuple else res[0]
+
+
+def _unpack2(res, outer_tuple, inner_tuple):
+    if not inner_tuple:
+        res = tuple(r[0] for r in res)
+    return res if outer_tuple else res[0]
+
+
+def _prepare(inputs, create_graph):
+    """New tensor objects for the inputs: views keeping their history under
+    ``create_graph``, else detached leaves that require grad."""
+    return tuple(x.view_as(x) if create_graph and x.requires_grad
+                 else x.detach().requires_grad_(True) for x in inputs)
+
+
+def _validate_v(v, other, is_other_tuple, fn_name):
+    _, v = _as_tuple(v, "v", fn_name)
+    if len(v) != len(other):
+        if is_other_tuple:
+            raise RuntimeError(f"v is a tuple of invalid length: should be {len(other)} but got "
+                               f"{len(v)}.")
+        raise RuntimeError("The given v should contain a single Tensor.")
+    for k, (a, b) in enumerate(zip(v, other)):
+        if a.shape != b.shape:
+            prefix = f"Entry {k} in " if is_other_tuple else ""
+            raise RuntimeError(f"{prefix}v has invalid size: should be {b.shape!r} but got "
+                               f"{a.shape!r}.")
+    return v
+
+
+def _check_outputs(outputs, strict):
+    if strict:
+        for k, o in enumerate(outputs):
+            if not o.requires_grad:
+                raise RuntimeError(f"Output {k} of the user-provided function does not require "
+                                   "gradients. The outputs must be computed in a differentiable "
+                                   "manner from the input when running in strict mode.")
+
+
+def _fill_zeros(grads, refs, strict):
+    out = []
+    for k, (g, x) in enumerate(zip(grads, refs)):
+        if g is None:
+            if strict:
+                raise RuntimeError(f"The output of the user-provided function is independent of "
+                                   f"input {k}. This is not allowed in strict mode.")
+            g = from_array(np.zeros(tuple(x.shape), x.dtype.np))
+        out.append(g)
+    return tuple(out)
+
+
+def _post(tensors, create_graph):
+    return tuple(x if create_graph else x.detach() for x in tensors)
+
+
+def _single_element_v(inputs, what):
+    if len(inputs) != 1 or inputs[0].numel() != 1:
+        raise RuntimeError(f"The vector v can only be None if {what} a single Tensor with a "
+                           "single element.")
+    return (from_array(np.ones(tuple(inputs[0].shape), inputs[0].dtype.np)),)
+
+
+def _entries(t, tensors):
+    """Tape entry of each tensor on ``t`` (None where the tensor is not there)."""
+    return [x._i if x._tid == t.uid else None for x in tensors]
+
+
+def _array(a, like):
+    return from_array(np.asarray(a, like.dtype.np).reshape(tuple(like.shape)))
+
+
+def vjp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(inputs), v^T J)``."""
+    with enable_grad():
+        is_in, xs = _as_tuple(inputs, "inputs", "vjp")
+        xs = _prepare(xs, create_graph)
+        is_out, outs = _as_tuple(func(*xs), "outputs of the user-provided function", "vjp")
+        _check_outputs(outs, strict)
+        v = (_validate_v(v, outs, is_out, "vjp") if v is not None
+             else _single_element_v(outs, "the user-provided function returns"))
+        grads = _grad([o for o in outs if o.requires_grad], xs,
+                      [g for g, o in zip(v, outs) if o.requires_grad], create_graph=create_graph,
+                      allow_unused=True) if any(o.requires_grad for o in outs) else [None] * len(xs)
+        vj = _fill_zeros(grads, xs, strict)
+    return _unpack(_post(outs, create_graph), is_out), _unpack(_post(vj, create_graph), is_in)
+
+
+def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(inputs), J v)``: one compiled tangent sweep."""
+    with enable_grad():
+        is_in, xs = _as_tuple(inputs, "inputs", "jvp")
+        xs = _prepare(xs, create_graph)
+        v = (_validate_v(v, xs, is_in, "jvp") if v is not None
+             else _single_element_v(xs, "the input to the user-provided function is"))
+        if create_graph:
+            return _jvp_by_double_backward(func, xs, v, strict)
+        with Tape() as t:
+            is_out, outs = _as_tuple(func(*xs), "outputs of the user-provided function", "jvp")
+        _check_outputs(outs, strict)
+        seeds = {e: np.asarray(vk._arr, np.float64) for e, vk in zip(_entries(t, xs), v)
+                 if e is not None}
+        ents = _entries(t, outs)
+        found = sweeps.tangents(t, seeds, [e for e in ents if e is not None]) if seeds else []
+        found = iter(found)
+        res = []
+        for o, e in zip(outs, ents):
+            tan = next(found) if e is not None else None
+            if tan is None and strict:
+                raise RuntimeError("The output of the user-provided function is independent of "
+                                   "input. This is not allowed in strict mode.")
+            res.append(_array(np.zeros(tuple(o.shape)) if tan is None else tan, o))
+    return _unpack(_post(outs, False), is_out), _unpack(tuple(res), is_out)
+
+
+def _jvp_by_double_backward(func, xs, v, strict):
+    """J v as d/du <J^T u, v> with u a dummy: differentiable to higher order."""
+    is_out, outs = _as_tuple(func(*xs), "outputs of the user-provided function", "jvp")
+    _check_outputs(outs, strict)
+    us = [from_array(np.zeros(tuple(o.shape), o.dtype.np), rg=True) for o in outs]
+    diff = [(o, u) for o, u in zip(outs, us) if o.requires_grad]
+    if not diff:
+        return _unpack(outs, is_out), _unpack(_fill_zeros([None] * len(outs), outs, strict),
+                                              is_out)
+    gx = _grad([o for o, _ in diff], xs, [u for _, u in diff], create_graph=True,
+               allow_unused=True)
+    pairs = [(g, vk) for g, vk in zip(gx, v) if g is not None and g.requires_grad]
+    jv = _grad([g for g, _ in pairs], us, [vk for _, vk in pairs], create_graph=True,
+               allow_unused=True) if pairs else [None] * len(us)
+    return _unpack(outs, is_out), _unpack(_fill_zeros(jv, outs, strict), is_out)
+
+
+def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
+             strategy="reverse-mode"):
+    """The Jacobian of ``func`` at ``inputs``: a tensor of shape out.shape + in.shape per
+    (output, input) pair, nested as PyTorch nests them."""
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". '
+                             'Hint: If your function has more outputs than inputs, '
+                             '"forward-mode" tends to be more performant. Otherwise, prefer to '
+                             'use "reverse-mode".')
+    if strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError('torch.autograd.functional.jacobian: `create_graph=True` '
+                                      'and `strategy="forward-mode"` are not supported together '
+                                      '(yet). Please either set `create_graph=False` or '
+                                      '`strategy="reverse-mode"`.')
+        if not vectorize:
+            raise NotImplementedError('Computing Jacobian using forward-AD or forward-over-reverse '
+                                      'Hessian is only implemented for `vectorize=True`.')
+    with enable_grad():
+        is_in, xs = _as_tuple(inputs, "inputs", "jacobian")
+        xs = _prepare(xs, create_graph)
+        with Tape() as t:
+            is_out, outs = _as_tuple(func(*xs), "outputs of the user-provided function",
+                                     "jacobian")
+        _check_outputs(outs, strict)
+        blocks = _blocks(t, outs, xs, create_graph, strict, strategy == "forward-mode")
+    return _unpack2(blocks, is_out, is_in)
+
+
+def _blocks(t, outs, xs, create_graph, strict, forward):
+    """The (output, input) blocks of the Jacobian of ``outs`` (recorded on ``t``)
+    w.r.t. ``xs``, reshaped to out.shape + in.shape."""
+    out_e, in_e = _entries(t, outs), _entries(t, xs)
+    J = None
+    fast = not create_graph and None not in out_e and any(e is not None for e in in_e)
+    if fast:
+        used = [e for e in in_e if e is not None]
+        J = (sweeps.jacobian_columns(t, used, out_e) if forward
+             else sweeps.jacobian_rows(t, out_e, used))
+    if J is None:
+        return _blocks_by_grad(outs, xs, create_graph, strict)
+    res, r = [], 0
+    for o in outs:
+        row, c = [], 0
+        for x, e in zip(xs, in_e):
+            block = np.zeros((o.numel(), x.numel()))
+            if e is not None:
+                block = J[r:r + o.numel(), c:c + x.numel()]
+                c += x.numel()
+            row.append(from_array(block.reshape(tuple(o.shape) + tuple(x.shape))
+                                  .astype(o.dtype.np)))
+        res.append(tuple(row))
+        r += o.numel()
+    return tuple(res)
+
+
+def _blocks_by_grad(outs, xs, create_graph, strict):
+    """The general path: one ``grad`` per output element (hooks, custom Functions,
+    create_graph)."""
+    import tapegrad as tg
+    res = []
+    for o in outs:
+        rows = [[] for _ in xs]
+        flat = o.reshape(-1)
+        for k in range(o.numel()):
+            gs = (_grad(flat[k], xs, retain_graph=True, create_graph=create_graph,
+                        allow_unused=True) if o.requires_grad else [None] * len(xs))
+            for j, g in enumerate(_fill_zeros(gs, xs, strict)):
+                rows[j].append(g)
+        res.append(tuple(tg.stack(r).reshape(tuple(o.shape) + tuple(x.shape)) if r else
+                         from_array(np.zeros(tuple(o.shape) + tuple(x.shape)))
+                         for r, x in zip(rows, xs)))
+    return tuple(res)
+
+
+def _scalar_function(func, fn_name, strict):
+    def single(*xs):
+        out = func(*xs)
+        is_tuple, outs = _as_tuple(out, "outputs of the user-provided function", fn_name)
+        _check_outputs(outs, strict)
+        if is_tuple:
+            raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+        if out.numel() != 1:
+            raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should "
+                               "contain a single element")
+        return out.reshape(())
+    return single
+
+
+def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
+            outer_jacobian_strategy="reverse-mode"):
+    """The Hessian of a scalar function: the Jacobian of its recorded gradient."""
+    if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
+    single = _scalar_function(func, "hessian", strict)
+    with enable_grad():
+        is_in, xs = _as_tuple(inputs, "inputs", "hessian")
+        xs = _prepare(xs, create_graph)
+        with Tape() as t:
+            out = single(*xs)
+            grads = (_fill_zeros(_grad(out, xs, create_graph=True, allow_unused=True), xs, strict)
+                     if out.requires_grad else _fill_zeros([None] * len(xs), xs, strict))
+        blocks = _blocks(t, grads, xs, create_graph, strict,
+                         outer_jacobian_strategy == "forward-mode" and vectorize)
+    return _unpack2(blocks, is_in, is_in)
+
+
+def _gradient_and_v(func, inputs, v, fn_name, strict, create_graph):
+    single = _scalar_function(func, fn_name, strict)
+    is_in, xs = _as_tuple(inputs, "inputs", fn_name)
+    xs = _prepare(xs, create_graph)
+    v = (_validate_v(v, xs, is_in, fn_name) if v is not None
+         else _single_element_v(xs, "the input to the user-provided function is"))
+    with Tape() as t:
+        out = single(*xs)
+        grads = (_grad(out, xs, create_graph=True, allow_unused=True) if out.requires_grad
+                 else [None] * len(xs))
+    return is_in, xs, v, t, out, grads
+
+
+def vhp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(inputs), v^T H)`` by a second reverse pass over the recorded gradient."""
+    with enable_grad():
+        is_in, xs, v, _, out, grads = _gradient_and_v(func, inputs, v, "vhp", strict,
+                                                      create_graph)
+        pairs = [(g, vk) for g, vk in zip(grads, v) if g is not None and g.requires_grad]
+        res = (_grad([g for g, _ in pairs], xs, [vk for _, vk in pairs],
+                     create_graph=create_graph, allow_unused=True)
+               if pairs else [None] * len(xs))
+        res = _fill_zeros(res, xs, strict)
+    return _post((out,), create_graph)[0], _unpack(_post(res, create_graph), is_in)
+
+
+def hvp(func, inputs, v=None, create_graph=False, strict=False):
+    """``(func(inputs), H v)``: a tangent sweep over the recorded gradient (forward over
+    reverse), compiled; by double backward under ``create_graph``."""
+    if create_graph:
+        return vhp(func, inputs, v, create_graph, strict)   # H is symmetric
+    with enable_grad():
+        is_in, xs, v, t, out, grads = _gradient_and_v(func, inputs, v, "hvp", strict, False)
+        seeds = {e: np.asarray(vk._arr, np.float64) for e, vk in zip(_entries(t, xs), v)
+                 if e is not None}
+        ents = [g._i if g is not None and g._tid == t.uid else None for g in grads]
+        targets = [e for e in ents if e is not None]
+        found = iter(sweeps.tangents(t, seeds, targets) if seeds and targets else [])
+        res = [next(found) if e is not None else None for e in ents]
+        res = _fill_zeros([None if r is None else _array(r, x) for r, x in zip(res, xs)], xs,
+                          strict)
+    return out.detach(), _unpack(res, is_in)

@@ -1,0 +1,73 @@
+"""Tangent sweeps and many-seed sweeps over one tape, for forward mode and Jacobians.
+
+These drive the kernels of ``tapegrad.kernels.tangent`` on a tape's arrays: a forward
+(tangent) sweep from seeded entries, the rows of a Jacobian by one compiled reverse
+sweep per output element, its columns by one tangent sweep per input element.  They
+return None where a sweep stops at something only Python can do (a custom Function,
+a tensor hook), and the caller takes the general path.
+"""
+import numpy as np
+
+from ..kernels.reverse import DONE
+from ..kernels.tangent import reverse_rows, tangent, tangent_columns
+
+NO_HOST = np.iinfo(np.int64).max      # keep every matrix product in the compiled sweep
+JVP_MISSING = ("You must implement the jvp function for custom autograd.Function to use it "
+               "with forward mode AD.")
+
+
+def _work(t):
+    return np.empty(2 * t.max_size), np.empty(t.max_size, np.int64)
+
+
+def tangents(t, seeds, targets):
+    """Tangents of the buffers ``targets`` when the buffers of ``seeds`` (entry ->
+    float64 array) carry the given tangents: arrays, or None where none reaches."""
+    t.flush()
+    lo, hi = min(seeds), max(targets)
+    if hi < lo:
+        return [None] * len(targets)
+    has = np.zeros(t.n, np.uint8)
+    T = np.zeros(t.nv)
+    OFF = t.OFF
+    for e, v in seeds.items():
+        has[e] = 2
+        T[OFF[e]:OFF[e] + v.size] = v.reshape(-1)
+    status, _ = tangent(lo, hi, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.V, T, has,
+                        *_work(t))
+    if status != DONE:
+        raise RuntimeError(JVP_MISSING)
+    return [T[OFF[e]:OFF[e] + t.size(e)].reshape(t.shape(e)).copy() if has[e] else None
+            for e in targets]
+
+
+def jacobian_rows(t, outs, wants):
+    """d(buffers ``outs``)/d(buffers ``wants``) as a (outputs, wants) matrix, one
+    compiled reverse sweep per output element; None if a sweep needs Python."""
+    t.flush()
+    n_out = sum(t.size(e) for e in outs)
+    J = np.zeros((n_out, sum(t.size(w) for w in wants)))
+    G = np.zeros(t.nv)
+    live = np.zeros(t.n, np.uint8)
+    status, _ = reverse_rows(0, n_out, np.array(outs, np.int64), max(outs), t.OP, t.A, t.B, t.C,
+                             t.C2, t.OFF, t.META, t.IAUX, t.FLAGS, t.V, G, live, *_work(t),
+                             NO_HOST, np.array(wants, np.int64), J)
+    return J if status == DONE else None
+
+
+def jacobian_columns(t, ins, outs):
+    """The same matrix by one tangent sweep per element of the buffers ``ins``."""
+    t.flush()
+    n_in = sum(t.size(e) for e in ins)
+    J = np.zeros((sum(t.size(e) for e in outs), n_in))
+    lo, hi = min(ins), max(outs)
+    if hi < lo:
+        return J
+    has = np.zeros(t.n, np.uint8)
+    T = np.zeros(t.nv)
+    status, _ = tangent_columns(0, n_in, np.array(ins, np.int64), lo, hi, t.OP, t.A, t.B, t.C,
+                                t.C2, t.OFF, t.META, t.IAUX, t.V, T, has, *_work(t),
+                                np.array(outs, np.int64), J)
+    if status != DONE:
+        raise RuntimeError(JVP_MISSING)
+    return J

@@ -1,0 +1,126 @@
+"""Forward mode: the compiled tangent sweep, forward_ad's dual tensors.
+
+Every op of the table: the Jacobian built column by column from tangents equals the
+one built row by row from adjoints (which gradcheck checks against finite
+differences); dual tensors against PyTorch's forward AD."""
+import numpy as np
+import pytest
+import torch
+
+import tapegrad as tg
+import tapegrad.autograd.forward_ad as fwAD
+from tapegrad.autograd import functional as F
+from tapegrad.ops.table import BINARY, UNARY
+from test_higher_order import _away_from_kinks
+from test_op_table import STRUCTURAL, _call, _inputs
+
+RNG = np.random.default_rng(5)
+
+
+def _both_strategies(fn, xs):
+    rev = F.jacobian(fn, xs)
+    fwd = F.jacobian(fn, xs, vectorize=True, strategy="forward-mode")
+    for a, b in zip(np.atleast_1d(rev), np.atleast_1d(fwd)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-13)
+
+
+def _arrays(t):
+    return [x.numpy() for x in t] if isinstance(t, tuple) else [t.numpy()]
+
+
+@pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)
+@pytest.mark.parametrize("shape", [(), (3,)], ids=str)
+def test_tangents_equal_adjoints_elementwise(op, shape):
+    arrs = [_inputs(op.domain, shape)] + ([_inputs(op.domain_y, shape)] if op.arity == 2 else [])
+    xs = tuple(tg.tensor(a) for a in _away_from_kinks(op, arrs))
+    rev = F.jacobian(lambda *a: _call(op, *a), xs)
+    fwd = F.jacobian(lambda *a: _call(op, *a), xs, vectorize=True, strategy="forward-mode")
+    for a, b in zip(_arrays(rev), _arrays(fwd)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTURAL))
+def test_tangents_equal_adjoints_structural(name):
+    shapes, fn = STRUCTURAL[name]
+    xs = tuple(tg.tensor(RNG.uniform(-1, 1, s)) for s in shapes)
+    rev = F.jacobian(fn, xs)
+    fwd = F.jacobian(fn, xs, vectorize=True, strategy="forward-mode")
+    for a, b in zip(_arrays(rev), _arrays(fwd)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
+def test_prod_tangent_with_zeros():
+    x = tg.tensor([2.0, 0.0, 3.0])
+    _, jv = F.jvp(lambda a: a.prod(), x, tg.tensor([1.0, 1.0, 1.0]))
+    assert jv.item() == 6.0
+
+
+def _program(m, x, w):
+    return (m.tanh(x @ w) * x.sum()).exp() / (1 + (x ** 2).sum())
+
+
+def test_dual_tensors_match_pytorch(torch_float64):
+    xa, wa, va = RNG.uniform(-1, 1, 3), RNG.uniform(-1, 1, (3, 2)), RNG.uniform(-1, 1, 3)
+    out = []
+    for m, ad in ((tg, fwAD), (torch, torch.autograd.forward_ad)):
+        with ad.dual_level():
+            x = ad.make_dual(m.tensor(xa), m.tensor(va))
+            y = _program(m, x, m.tensor(wa))
+            primal, tangent = ad.unpack_dual(y)
+            out.append((primal.detach().numpy(), tangent.numpy()))
+            assert ad.unpack_dual(m.tensor(wa)).tangent is None
+            assert ad.unpack_dual(x).tangent is not None
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-13)
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-12)
+
+
+def test_dual_of_a_tensor_that_requires_grad_keeps_its_gradient():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(w, tg.tensor([1.0, 0.0]))
+        y = (d * d).sum()
+        assert fwAD.unpack_dual(y).tangent.item() == 2.0
+        y.backward()
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 4.0])
+
+
+def test_tangents_end_with_their_level():
+    with fwAD.dual_level():
+        d = fwAD.make_dual(tg.tensor([1.0]), tg.tensor([1.0]))
+        y = d * 3
+    assert fwAD.unpack_dual(y).tangent is None
+
+
+def test_tangents_cross_tapes():
+    with fwAD.dual_level():
+        d = fwAD.make_dual(tg.tensor([0.5]), tg.tensor([2.0]))
+        with tg.Tape():
+            y = d.exp()
+        z = y * y                       # on another tape: y is an external entry there
+        assert fwAD.unpack_dual(z).tangent.item() == pytest.approx(4 * np.exp(1.0))
+
+
+def test_forward_ad_errors_are_pytorchs():
+    with pytest.raises(RuntimeError, match="no level exists, make sure to enter_dual_level"):
+        fwAD.make_dual(tg.ones(2), tg.ones(2))
+    with fwAD.dual_level():
+        with pytest.raises(RuntimeError, match="Tensor is of size \\[2\\] while the given "
+                                               "forward gradient is of size \\[3\\]"):
+            fwAD.make_dual(tg.ones(2), tg.ones(3))
+
+
+def test_custom_function_without_jvp_is_refused_in_forward_mode():
+    class Double(tg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    with fwAD.dual_level():
+        d = fwAD.make_dual(tg.ones(2), tg.ones(2))
+        y = Double.apply(d)
+        with pytest.raises(RuntimeError, match="You must implement the jvp function"):
+            fwAD.unpack_dual(y)
