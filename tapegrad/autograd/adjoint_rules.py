@@ -206,7 +206,6 @@ def index(t, i, g, h):
 
 def reduce(t, i, g, h):
     """Reductions: input element k feeds output element ``o[k]``."""
-    import tapegrad as tg
     a = int(t.A[i])
     if not _wants(t, a):
         return []
