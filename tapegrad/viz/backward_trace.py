@@ -11,13 +11,11 @@ import html
 
 import numpy as np
 
-from .table import node_name
+from .table import node_name, short
 
 
-def _short(a, width=24):
-    text = np.array2string(np.asarray(a), precision=4, separator=", ", threshold=4,
-                           edgeitems=1)
-    return text if len(text) <= width else text[:width - 3] + "..."
+def _short(a):
+    return short(a, 24)
 
 
 def _table_html(cols, rows, mark=None):

@@ -116,11 +116,16 @@ def _entry_dtype(t, i, known):
 
 
 # -- rows --------------------------------------------------------------------------------
-def preview(t, i, width=40):
-    if t.released:
-        return "(freed)"
-    text = np.array2string(t.value(i), precision=4, separator=", ", threshold=6, edgeitems=2)
+def short(a, width=40):
+    """An array as one line of at most ``width`` characters."""
+    text = np.array2string(np.asarray(a), precision=4, separator=", ", threshold=6,
+                           edgeitems=2)
+    text = " ".join(text.split())
     return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def preview(t, i):
+    return "(freed)" if t.released else short(t.value(i))
 
 
 def tape_rows(t, op=None, output=None, limit=None):
