@@ -163,7 +163,7 @@ def count(t, op=None, output=None):
     return sum(1 for i in keep if op is None or OPS[t.OP[i]].name == op)
 
 
-def _cell(value):
+def cell(value):
     if isinstance(value, list):
         return ", ".join(map(str, value))
     return str(value)
@@ -171,7 +171,7 @@ def _cell(value):
 
 def rows_text(rows, total):
     cols = [c for c in COLUMNS if c != "source" or any(r["source"] for r in rows)]
-    cells = [[_cell(r[c]) for c in cols] for r in rows]
+    cells = [[cell(r[c]) for c in cols] for r in rows]
     widths = [max([len(c)] + [len(row[k]) for row in cells]) for k, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
@@ -182,7 +182,7 @@ def rows_text(rows, total):
 
 def rows_html(rows, total):
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(r[c]))}</td>" for c in COLUMNS)
                    + "</tr>" for r in rows)
     more = f"<p>... {total - len(rows)} more entries</p>" if total > len(rows) else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
