@@ -146,3 +146,15 @@ def test_wide_graph_is_cut_near_the_output():
     assert f"... {399 + 2 * 400 + 1 - 50:,} more nodes not drawn" in dot
     assert "more -> n" in dot
     assert labels["n0"] == "AddBackward0"
+
+
+def test_mixed_chain_counts_its_nodes():
+    x = tg.tensor(0.5, requires_grad=True)
+    y = x
+    for _ in range(1000):
+        y = (y * 1.0001).sin()
+    labels = parse(viz.to_dot(y, max_nodes=100))[0]
+    nodes = sorted(v for k, v in labels.items() if k.startswith("n"))
+    # the root, the chain below it, the leaf's AccumulateGrad
+    assert nodes == ["AccumulateGrad", "SinBackward0",
+                     "chain of 1,999 nodes\\nMulBackward0 x 1,000\\nSinBackward0 x 999"]

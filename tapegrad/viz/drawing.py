@@ -75,27 +75,22 @@ def _collapse(nodes, edges, min_run=3):
         return k != 0 and len(ins[k]) == 1 and len(outs[k]) == 1 and \
             not isinstance(nodes[k], AccumulateGrad)
 
-    new_id = {}                        # old index -> new index
-    items = []
+    new_id, items = {}, []             # old index -> new index; the new nodes
     for k in range(len(nodes)):
-        if k in new_id:
-            continue
-        if not linear(k) or linear(ins[k][0]):
-            if not linear(k):
-                new_id[k] = len(items)
-                items.append(nodes[k])
-            continue
-        run = [k]                       # k starts a run: follow its consumers
-        while linear(outs[run[-1]][0]):
-            run.append(outs[run[-1]][0])
-        if len(run) < min_run:
+        if not linear(k):
+            new_id[k] = len(items)
+            items.append(nodes[k])
+        elif not linear(ins[k][0]):     # k starts a run: follow its consumers
+            run = [k]
+            while linear(outs[run[-1]][0]):
+                run.append(outs[run[-1]][0])
+            if len(run) >= min_run:
+                new_id.update((r, len(items)) for r in run)
+                items.append(("chain", _chain_label([nodes[r].name() for r in run])))
+                continue
             for r in run:
                 new_id[r] = len(items)
                 items.append(nodes[r])
-            continue
-        for r in run:
-            new_id[r] = len(items)
-        items.append(("chain", _chain_label([nodes[r].name() for r in run])))
     merged = []
     for j, k in edges:
         a, b = new_id[j], new_id[k]
