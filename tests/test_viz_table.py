@@ -132,3 +132,14 @@ def test_to_pandas_when_installed():
         return
     frame = t.to_pandas()
     assert list(frame["node"]) == ["AccumulateGrad", "MulBackward0", "AddBackward0"]
+
+
+def test_a_consumed_tape_still_shows_its_structure():
+    x = tg.tensor([2.0], dtype=tg.float32, requires_grad=True)
+    with tg.Tape() as t:
+        z = (x * 3).exp().sum()
+    z.backward()                                   # frees the values
+    rows = t.rows()
+    assert [r["value"] for r in rows] == ["(freed)"] * 4
+    assert [r["dtype"] for r in rows] == ["float32"] * 4
+    assert [r["node"] for r in rows][1:] == ["MulBackward0", "ExpBackward0", "SumBackward0"]
