@@ -8,7 +8,7 @@ import numpy as np
 
 import tapegrad as torch
 from tapegrad import viz
-from tapegrad.viz.table import COLUMNS, cell
+from tapegrad.viz.tape_table import COLUMNS, cell
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 CHAR_W, ROW_H, PAD = 7.2, 20, 8      # 12px monospace

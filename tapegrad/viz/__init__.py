@@ -9,7 +9,7 @@ reverse sweep step by step.
 """
 from .backward_trace import BackwardTrace, Frames, trace_backward
 from .drawing import Drawing, make_dot, show, to_dot
-from .table import TapeTable, depends, entry_dtypes, rows_html, rows_text, tape_rows, to_pandas
+from .tape_table import TapeTable, depends, entry_dtypes, rows_html, rows_text, tape_rows, to_pandas
 
 
 def table(tape, op=None, output=None, limit=200):

@@ -11,7 +11,7 @@ import html
 
 import numpy as np
 
-from .table import node_name, short
+from .tape_table import node_name, short
 
 
 def _short(a):
