@@ -1,0 +1,219 @@
+"""A tape as a table: one row per entry (index, op, Node name, inputs, output, shape,
+dtype, a value preview, the source line), all entries or filtered by op name and/or by
+the sub-graph an output depends on.
+
+``TapeTable`` shows the rows as text (``repr``), as HTML in notebooks and as a pandas
+DataFrame when pandas is installed.  ``Tape.__repr__`` / ``_repr_html_`` / ``rows`` /
+``to_pandas`` are built from the functions here.
+"""
+import html
+
+import numpy as np
+
+from .. import dtypes
+from ..ops.table import CODE, OPS
+from ..tape import HIDDEN, LOCATIONS
+
+COLUMNS = ("index", "op", "node", "inputs", "output", "shape", "dtype", "value", "source")
+_FUNCTION, _TO_COPY = CODE["function"], CODE["to_copy"]
+_FLOATS = [d for d in dtypes.ALL if d.is_floating_point]
+
+
+def node_name(t, i):
+    """What PyTorch calls entry i's node: a Backward name, AccumulateGrad for a leaf."""
+    from ..autograd.graph import node_of
+    op = OPS[t.OP[i]]
+    if op.kind == "source":
+        return {"leaf": "AccumulateGrad", "const": "", "external": "(other tape)"}[op.name]
+    if t.FLAGS[i] & HIDDEN:
+        return f"({op.name}, hidden)"
+    return node_of(t, i).name()
+
+
+def inputs(t, i):
+    """Input buffers of entry i (no Python-number operands)."""
+    from ..autograd.graph import _inputs as entry_inputs
+    return [j for j in entry_inputs(t, i) if j >= 0]
+
+
+def operands(t, i):
+    """Entry i's operands in order: buffer indices (int) and Python-number constants
+    (float), so ``x * 3`` shows as ``[0, 3.0]``."""
+    op = OPS[t.OP[i]]
+    if op.kind == "ew" and op.arity == 2:
+        a, b, c = int(t.A[i]), int(t.B[i]), float(t.C[i])
+        return [a if a >= 0 else c, b if b >= 0 else c]
+    return inputs(t, i)
+
+
+def depends(t, i):
+    """The entries of tape ``t`` that entry i depends on, i included (iterative)."""
+    seen, stack = set(), [i]
+    while stack:
+        j = stack.pop()
+        if j not in seen:
+            seen.add(j)
+            stack.extend(inputs(t, j))
+    return seen
+
+
+# -- dtypes ------------------------------------------------------------------------------
+def _fits(values, d):
+    """Whether float64 ``values`` are exactly values of float dtype ``d``."""
+    with np.errstate(over="ignore"):
+        return np.array_equal(values.astype(d.np).astype(np.float64), values, equal_nan=True)
+
+
+def _promoted(t, ins, known):
+    """PyTorch's promotion of the inputs' dtypes; a broadcast (hidden expand) of a 0-d
+    tensor still counts as 0-d, as it did when the op ran."""
+    from ..elementwise import result_dtype
+    from ..tensor import _leaf, _norm
+    stand_ins = []
+    for j in ins:
+        k = j
+        while t.FLAGS[k] & HIDDEN and OPS[t.OP[k]].name == "expand":
+            k = inputs(t, k)[0]
+        stand_ins.append(_leaf(_norm(np.zeros((1,) * len(t.shape(k)), known[j].np))))
+    return result_dtype(*stand_ins)
+
+
+def entry_dtypes(t, upto):
+    """dtypes of entries 0..upto (None where unknown).
+
+    The tape keeps every value as float64 and records no dtype, so: leaves, constants
+    and custom Function outputs give theirs exactly, a scalar fast-path entry is
+    float64, and any other entry gets PyTorch's promotion of its inputs' dtypes, checked
+    against its recorded values.  A ``.to()`` between float dtypes is the one whose
+    values name it, where only one float dtype other than its input's holds them; it
+    and whatever depends on it is None where they do not decide."""
+    t.flush()
+    known = []
+    for i in range(upto + 1):
+        known.append(_entry_dtype(t, i, known))
+    return known
+
+
+def _entry_dtype(t, i, known):
+    code = t.OP[i]
+    if t.META[i] < 0:
+        return dtypes.float64
+    if OPS[code].kind == "source":
+        return t.sources[i].dtype
+    if code == _FUNCTION:
+        return next(dtypes.from_np(d) for e, _, d, _ in t.functions[i].outputs if e == i)
+    ins = inputs(t, i)
+    if any(known[j] is None for j in ins):
+        return None
+    values = None if t.released else t.value(i).reshape(-1)
+    if code == _TO_COPY:
+        fits = [d for d in _FLOATS if d is not known[ins[0]]
+                and values is not None and _fits(values, d)]
+        return fits[0] if len(fits) == 1 else None
+    first = known[ins[0]]
+    d = first if all(known[j] is first for j in ins) else _promoted(t, ins, known)
+    return d if values is None or _fits(values, d) else None
+
+
+# -- rows --------------------------------------------------------------------------------
+def short(a, width=40):
+    """An array as one line of at most ``width`` characters."""
+    text = np.array2string(np.asarray(a), precision=4, separator=", ", threshold=6,
+                           edgeitems=2)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def preview(t, i):
+    return "(freed)" if t.released else short(t.value(i))
+
+
+def tape_rows(t, op=None, output=None, limit=None):
+    """Rows (dicts) of the tape's entries: all, those of op name ``op``, and/or those the
+    tensor ``output`` depends on; at most ``limit``."""
+    t.flush()
+    keep = None
+    if output is not None:
+        if output._t is not t:
+            raise ValueError("output was not recorded on this tape")
+        keep = depends(t, output._i)
+    picked = []
+    for i in range(t.next):
+        if (op is None or OPS[t.OP[i]].name == op) and (keep is None or i in keep):
+            picked.append(i)
+            if limit is not None and len(picked) >= limit:
+                break
+    kinds = entry_dtypes(t, picked[-1]) if picked else []
+    rows = []
+    for i in picked:
+        loc = t.locs.get(i)
+        rows.append({"index": i, "op": OPS[t.OP[i]].name, "node": node_name(t, i),
+                     "inputs": operands(t, i), "output": i, "shape": t.shape(i),
+                     "dtype": "?" if kinds[i] is None else kinds[i].name,
+                     "value": preview(t, i),
+                     "source": "" if loc is None else "%s:%d" % LOCATIONS[loc]})
+    return rows
+
+
+def count(t, op=None, output=None):
+    """How many entries the filters select (what a limited table leaves out)."""
+    if op is None and output is None:
+        return t.next
+    keep = depends(t, output._i) if output is not None else range(t.next)
+    return sum(1 for i in keep if op is None or OPS[t.OP[i]].name == op)
+
+
+def cell(value):
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    return str(value)
+
+
+def rows_text(rows, total):
+    cols = [c for c in COLUMNS if c != "source" or any(r["source"] for r in rows)]
+    cells = [[cell(r[c]) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(row[k]) for row in cells]) for k, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
+    if total > len(rows):
+        lines.append(f"... {total - len(rows)} more entries")
+    return "\n".join(lines)
+
+
+def rows_html(rows, total):
+    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(r[c]))}</td>" for c in COLUMNS)
+                   + "</tr>" for r in rows)
+    more = f"<p>... {total - len(rows)} more entries</p>" if total > len(rows) else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
+
+
+def to_pandas(t, op=None, output=None, limit=None):
+    import pandas as pd      # optional dependency
+    return pd.DataFrame(tape_rows(t, op=op, output=output, limit=limit), columns=list(COLUMNS))
+
+
+class TapeTable:
+    """A slice of a tape as a table: ``table(tape, op="mul")``, ``table(tape, output=loss)``.
+    Prints as text, shows as HTML in a notebook, ``to_pandas()`` with pandas."""
+
+    def __init__(self, t, op=None, output=None, limit=200):
+        self.rows = tape_rows(t, op=op, output=output, limit=limit)
+        self.total = count(t, op, output)
+        what = [f"op={op}"] * (op is not None) + ["the entries the output depends on"] * \
+            (output is not None)
+        self.title = f"Tape {t.uid}: {self.total} of {t.next} entries" + \
+            (f" ({', '.join(what)})" if what else "")
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __repr__(self):
+        return self.title + "\n" + rows_text(self.rows, self.total)
+
+    def _repr_html_(self):
+        return f"<p>{html.escape(self.title)}</p>" + rows_html(self.rows, self.total)
+
+    def to_pandas(self):
+        import pandas as pd      # optional dependency
+        return pd.DataFrame(self.rows, columns=list(COLUMNS))

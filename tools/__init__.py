@@ -1,0 +1,1 @@
+"""Repository tools (not part of the installed package)."""
