@@ -154,6 +154,9 @@ def _np_key(key):
 
 
 def getitem(x, key):
+    d = x._d
+    if key.__class__ is int and d.__class__ is np.ndarray and d.ndim == 1:
+        return _select_1d(x, d, key)
     if x.ndim == 0 and not (key is None or key is Ellipsis or
                             (isinstance(key, tuple) and all(k is None or k is Ellipsis
                                                             for k in key))):
@@ -177,6 +180,17 @@ def getitem(x, key):
         return _out(x, value, lambda t, ia: t.append(CODE["index"], ia, -1,
                                                      contiguous(value), pos))
     return _basic_chain(x, nkey)
+
+
+def _select_1d(x, d, key):
+    """``x[i]`` of a vector: the common case of scalar code over an array, recorded
+    directly as one select entry."""
+    n = d.shape[0]
+    k = key + n if key < 0 else key
+    if not 0 <= k < n:
+        raise IndexError(f"index {key} is out of bounds for dimension 0 with size {n}")
+    value = d[k:k + 1].reshape(())
+    return _out(x, value, lambda t, ia: gather(t, ia, value, (), k, CODE["select"]))
 
 
 def _torch_order_index(a, key):

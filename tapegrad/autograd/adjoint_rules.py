@@ -8,9 +8,10 @@ keep each helper's meaning (and PyTorch's choices at non-differentiable points: 
 such as relu's step are constants).  The structural kinds apply the transpose of their
 linear map with gathers, sums and matrix products.
 
-Each rule takes ``(t, i, g, h)``: the tape, the entry, the tensor adjoint of its result
-and ``h(j)``, the tensor that stands for buffer ``j`` (connected to its history).  It
-returns ``[(buffer, contribution), ...]``.
+Each rule takes ``(i, g, h)``: the entry, the tensor adjoint of its result and ``h``,
+a reader of the tape (columns, shapes, extras, values of the entries recorded before
+the walk) whose ``h(j)`` is the tensor that stands for buffer ``j`` (connected to its
+history).  It returns ``[(buffer, contribution), ...]``.
 """
 import math
 
@@ -117,22 +118,22 @@ def _compile(expr):
 EW_RULES = {k: (_compile(op.gx), _compile(op.gy)) for k, op in enumerate(OPS) if op.kind == "ew"}
 
 
-def _wants(t, j):
-    return j >= 0 and t.OP[j] != CONST
+def _wants(h, j):
+    return j >= 0 and h.OP[j] != CONST
 
 
-def elementwise(t, i, g, h):
-    a, b = int(t.A[i]), int(t.B[i])
-    c = float(t.C[i])
+def elementwise(i, g, h):
+    """The table's rule on tensors (``h`` also holds the columns as lists)."""
+    a, b, c, c2 = h.A[i], h.B[i], h.C[i], h.C2[i]
     x = h(a) if a >= 0 else c
     y = h(b) if b >= 0 else c
     r = h(i)
-    fx, fy = EW_RULES[int(t.OP[i])]
+    fx, fy = EW_RULES[h.OP[i]]
     out = []
-    if _wants(t, a):
-        out.append((a, fx(x, y, r, g, float(t.C2[i]))))
-    if fy is not None and _wants(t, b):
-        out.append((b, fy(x, y, r, g, float(t.C2[i]))))
+    if _wants(h, a):
+        out.append((a, fx(x, y, r, g, c2)))
+    if fy is not None and _wants(h, b):
+        out.append((b, fy(x, y, r, g, c2)))
     return out
 
 
@@ -169,56 +170,79 @@ def scatter_add(g, src, n_in, in_shape):
     return (picked.sum(1) if m > 1 else picked.reshape(-1)).reshape(in_shape)
 
 
-def where(t, i, g, h):
+class Scattered:
+    """A contribution ``g`` to be scattered (added) at the flat positions ``src`` of
+    its buffer.  The walk collects these per buffer and scatters them all at once when
+    the buffer's adjoint is complete: one entry for many selects of one vector, where
+    one scatter each would cost the vector's size each time."""
+
+    __slots__ = ("g", "src")
+
+    def __init__(self, g, src):
+        self.g, self.src = g, np.asarray(src, np.int64)
+
+
+def gathered(pieces, n_in, in_shape):
+    """The sum of ``Scattered`` pieces into a buffer of ``in_shape``."""
     import tapegrad as tg
-    mask = t.value(int(t.extras(i)[0])) != 0.0
-    a, b = int(t.A[i]), int(t.B[i])
+    if len(pieces) == 1:
+        return scatter_add(pieces[0].g, pieces[0].src, n_in, in_shape)
+    if all(p.g.ndim == 0 for p in pieces):
+        g = tg.stack([p.g for p in pieces])
+    else:
+        g = tg.cat([p.g.reshape(-1) for p in pieces])
+    return scatter_add(g, np.concatenate([p.src for p in pieces]), n_in, in_shape)
+
+
+def where(i, g, h):
+    import tapegrad as tg
+    mask = h.value(int(h.extras(i)[0])) != 0.0
+    a, b = h.A[i], h.B[i]
     out = []
-    if _wants(t, a):
+    if _wants(h, a):
         out.append((a, tg.where(mask, g, 0.0)))
-    if _wants(t, b):
+    if _wants(h, b):
         out.append((b, tg.where(mask, 0.0, g)))
     return out
 
 
-def gather(t, i, g, h):
-    a = int(t.A[i])
-    if not _wants(t, a):
+def gather(i, g, h):
+    a = h.A[i]
+    if not _wants(h, a):
         return []
-    ex = t.extras(i)
-    shape = t.shape(i)
+    ex = h.extras(i)
+    shape = h.shape(i)
     src = _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
-    return [(a, scatter_add(g, src, t.size(a), t.shape(a)))]
+    return [(a, Scattered(g, src))]
 
 
-def reshape(t, i, g, h):
-    a = int(t.A[i])
-    return [(a, g.reshape(t.shape(a)))] if _wants(t, a) else []
+def reshape(i, g, h):
+    a = h.A[i]
+    return [(a, g.reshape(h.shape(a)))] if _wants(h, a) else []
 
 
-def index(t, i, g, h):
-    a = int(t.A[i])
-    if not _wants(t, a):
+def index(i, g, h):
+    a = h.A[i]
+    if not _wants(h, a):
         return []
-    src = t.extras(i)[:t.size(i)]
-    return [(a, scatter_add(g, src, t.size(a), t.shape(a)))]
+    return [(a, Scattered(g, h.extras(i)[:h.size(i)]))]
 
 
-def reduce(t, i, g, h):
+def reduce(i, g, h):
     """Reductions: input element k feeds output element ``o[k]``."""
-    a = int(t.A[i])
-    if not _wants(t, a):
+    a = h.A[i]
+    if not _wants(h, a):
         return []
-    in_shape, nin, nout = t.shape(a), t.size(a), t.size(i)
-    o = _offsets(in_shape, t.extras(i)[:len(in_shape)]) if in_shape else np.zeros(1, np.int64)
+    in_shape, nin, nout = h.shape(a), h.size(a), h.size(i)
+    o = _offsets(in_shape, h.extras(i)[:len(in_shape)]) if in_shape else np.zeros(1, np.int64)
     spread = g.reshape(-1)[o].reshape(in_shape)
-    name = OPS[int(t.OP[i])].name
+    name = OPS[int(h.OP[i])].name
     if name in ("sum", "sum_dim"):
         return [(a, spread)]
     if name in ("mean", "mean_dim"):
         return [(a, spread * (nout / nin))]
-    xv = t.value(a).reshape(-1)
-    rv = t.value(i).reshape(-1)
+    xv = h.value(a).reshape(-1)
+    rv = h.value(i).reshape(-1)
     if name in ("amax", "amin", "max_all", "min_all"):
         mask = (xv == rv[o]).astype(np.float64)
         count = np.bincount(o, weights=mask, minlength=nout)
@@ -236,30 +260,30 @@ def reduce(t, i, g, h):
     return [(a, spread * prod_others.reshape(in_shape))]
 
 
-def matmul(t, i, g, h):
-    nb, M, K, N = (int(v) for v in t.extras(i)[:4])
-    a, b = int(t.A[i]), int(t.B[i])
+def matmul(i, g, h):
+    nb, M, K, N = (int(v) for v in h.extras(i)[:4])
+    a, b = h.A[i], h.B[i]
     go = g.reshape(nb, M, N)
     out = []
-    if _wants(t, a):
+    if _wants(h, a):
         y = h(b).reshape(nb, K, N)
-        out.append((a, (go @ y.transpose(1, 2)).reshape(t.shape(a))))
-    if _wants(t, b):
+        out.append((a, (go @ y.transpose(1, 2)).reshape(h.shape(a))))
+    if _wants(h, b):
         x = h(a).reshape(nb, M, K)
-        out.append((b, (x.transpose(1, 2) @ go).reshape(t.shape(b))))
+        out.append((b, (x.transpose(1, 2) @ go).reshape(h.shape(b))))
     return out
 
 
-def cat(t, i, g, h):
-    ex = t.extras(i)
+def cat(i, g, h):
+    ex = h.extras(i)
     outer, nin = int(ex[0]), int(ex[1])
     pieces = [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(nin)]
     total = sum(inner for _, inner in pieces)
     rows = g.reshape(outer, total)
     out, pos = [], 0
     for buf, inner in pieces:
-        if _wants(t, buf):
-            out.append((buf, rows[:, pos:pos + inner].reshape(t.shape(buf))))
+        if _wants(h, buf):
+            out.append((buf, rows[:, pos:pos + inner].reshape(h.shape(buf))))
         pos += inner
     return out
 

@@ -11,8 +11,8 @@ entries and can itself be differentiated, to any order.  Custom Functions run th
 import numpy as np
 
 from .. import tape as tp
-from ..tensor import Tensor, _norm, _result, from_array
-from .adjoint_rules import HOST_FIRST, HOST_LAST, RULES
+from ..tensor import Tensor, _result, from_array
+from .adjoint_rules import HOST_FIRST, HOST_LAST, RULES, Scattered, gathered
 from .hooks import apply_hooks
 
 
@@ -27,17 +27,60 @@ def seeds_as_tensors(grad_outputs, seeds):
     return out
 
 
-def _add(adj, j, c):
+def _add(adj, scattered, j, c):
+    if c.__class__ is Scattered:
+        scattered.setdefault(j, []).append(c)
+        adj.setdefault(j, None)
+        return
     old = adj.get(j)
     adj[j] = c if old is None else old + c
 
 
-class _Handles:
-    """The tensor that stands for each buffer of a tape: a leaf, constant or foreign
-    tensor for a source entry, else a tensor recorded as that entry."""
+def _complete(h, adj, scattered, i):
+    """Entry i's adjoint, now that every consumer has added to it (None: none did)."""
+    if i not in adj:
+        return None
+    g = adj.pop(i)
+    pieces = scattered.pop(i, None)
+    if pieces:
+        s = gathered(pieces, h.size(i), h.shape(i))
+        g = s if g is None else g + s
+    return g
+
+
+class _Reader:
+    """Reads the entries recorded before the walk (columns as lists, shapes, extras and
+    values straight from the arrays: the walk records new entries meanwhile, and
+    reading must not flush them one by one).  ``h(j)`` is the tensor that stands for
+    buffer j: a leaf, constant or foreign tensor for a source entry, else a tensor
+    recorded as that entry."""
 
     def __init__(self, t):
+        n = t.n
         self.t, self.cache = t, {}
+        self.OP, self.A, self.B = t.OP[:n].tolist(), t.A[:n].tolist(), t.B[:n].tolist()
+        self.C, self.C2 = t.C[:n].tolist(), t.C2[:n].tolist()
+        self.OFF, self.META = t.OFF[:n].tolist(), t.META[:n].tolist()
+
+    def shape(self, j):
+        m = self.META[j]
+        if m < 0:
+            return ()
+        IAUX = self.t.IAUX
+        return tuple(IAUX[m + 2:m + 2 + IAUX[m + 1]].tolist())
+
+    def size(self, j):
+        m = self.META[j]
+        return 1 if m < 0 else int(self.t.IAUX[m])
+
+    def extras(self, j):
+        m = self.META[j]
+        IAUX = self.t.IAUX
+        return IAUX[m + 2 + IAUX[m + 1]:]
+
+    def value(self, j):
+        o = self.OFF[j]
+        return self.t.V[o:o + self.size(j)].reshape(self.shape(j)).copy()
 
     def __call__(self, j):
         x = self.cache.get(j)
@@ -45,7 +88,8 @@ class _Handles:
             t = self.t
             x = t.sources.get(j)
             if x is None:
-                x = _result(_norm(t.value(j)), t, j)
+                scalar = self.META[j] < 0 or not self.shape(j)
+                x = _result(float(t.V[self.OFF[j]]) if scalar else self.value(j), t, j)
             self.cache[j] = x
         return x
 
@@ -57,17 +101,18 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
     if t.released:
         raise RuntimeError(tp.SECOND_BACKWARD)
     n = t.n
-    adj = {}
+    adj, scattered = {}, {}
     for e, s in seeds:
-        _add(adj, e, s)
-    h = _Handles(t)
+        _add(adj, scattered, e, s)
+    h = _Reader(t)
     live = np.zeros(n, np.uint8)
+    OP, FLAGS = h.OP, t.FLAGS[:n].tolist()
     for i in range(max(adj), -1, -1):
-        g = adj.pop(i, None)
+        g = _complete(h, adj, scattered, i)
         if g is None:
             continue
         live[i] = 1
-        op = t.OP[i]
+        op = OP[i]
         if tp.LEAF <= op <= tp.EXTERNAL:
             src = t.sources[i]
             if op == tp.LEAF:
@@ -76,7 +121,7 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
                 tapes[src._t.uid] = src._t
                 pending.setdefault(src._t.uid, []).append((src._i, g))
             continue
-        if t.FLAGS[i] & tp.CONSUMED:
+        if FLAGS[i] & tp.CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
         if i in t.hooks:
             g = apply_hooks(t.hooks[i], g)
@@ -86,11 +131,11 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
         if k is not None:
             found[k] = g if found[k] is None else found[k] + g
         if HOST_FIRST <= op <= HOST_LAST:
-            contributions = _function(t, i, g, adj, live)
+            contributions = _function(t, h, i, g, adj, scattered, live)
         else:
-            contributions = RULES[op](t, i, g, h)
+            contributions = RULES[op](i, g, h)
         for j, c in contributions:
-            _add(adj, j, c)
+            _add(adj, scattered, j, c)
     if t.modified:
         err = modified_saved_error(t, live, n)
         if err is not None:
@@ -98,11 +143,11 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
     return t, live
 
 
-def _function(t, i, g, adj, live):
+def _function(t, h, i, g, adj, scattered, live):
     """A custom Function's backward on tensors, with grad mode on."""
     group = t.functions[i]
     grads = []
     for e, _, _, _ in group.outputs:
-        grads.append(g if e == i else adj.pop(e, None))
+        grads.append(g if e == i else _complete(h, adj, scattered, e))
         live[e] = 1
     return [(b, r) for b, r in zip(group.inputs, group.call_backward(grads)) if r is not None]

@@ -228,7 +228,7 @@ def _cat(i, OFF, META, IAUX, G):
 
 @njit(**_JIT)
 def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap, host_min,
-          hooked_done, check_nan, lo):
+          hooked_done, check_nan, lo, prune=False):
     """Reverse sweep over entries ``top`` down to ``lo`` from the entries pre-marked in
     ``live`` (all at or below ``top``), last to first.  An entry is swept if a swept entry uses it: liveness is marked
     as the sweep goes, so only the output's subgraph is visited, in one pass.
@@ -241,7 +241,9 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
     ``(HOOK, i)`` when entry i's adjoint is complete and tensor hooks wait for it: the
     caller runs them and resumes at ``i`` with ``hooked_done = i``; ``(NAN, i)`` in
     anomaly mode (``check_nan``) when entry i's backward left a NaN in an input's
-    adjoint."""
+    adjoint.  ``prune``: an input of a concatenation whose adjoint stays zero is not
+    marked (a Jacobian row seeds one element of a stacked output: only that element's
+    subgraph is swept)."""
     for i in range(top, lo - 1, -1):
         if live[i] == 0:
             continue
@@ -288,14 +290,25 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
             _matmul(i, OP, A, B, OFF, META, IAUX, V, G)
         elif CAT_FIRST <= op <= CAT_LAST:
             e = extras_at(META, IAUX, i)
-            for j in range(IAUX[e + 1]):
-                live[IAUX[e + 2 + 2 * j]] = 1
             _cat(i, OFF, META, IAUX, G)
+            for j in range(IAUX[e + 1]):
+                buf = IAUX[e + 2 + 2 * j]
+                if not prune or _nonzero(buf, OFF, META, IAUX, G):
+                    live[buf] = 1
         elif HOST_FIRST <= op <= HOST_LAST:
             return HOST, i
         if check_nan and nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
             return NAN, i
     return DONE, -1
+
+
+@njit(inline="always", **_JIT)
+def _nonzero(j, OFF, META, IAUX, G):
+    o = OFF[j]
+    for k in range(size_of(META, IAUX, j)):
+        if G[o + k] != 0.0:
+            return True
+    return False
 
 
 @njit(inline="always", **_JIT)
