@@ -15,10 +15,11 @@ import numpy as np
 from . import dtypes
 from .grad_mode import STATE
 from .ops import scalar_math
-from .ops.table import BY_NAME, CODE, EW_OPS
+from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to
 from .tape import current_tape
 from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording
+from .tracing import traced_entry, traced_result
 
 _NUMBERS = (float, int, bool)
 # ops that keep an integer dtype on integer inputs; all others give floats
@@ -321,27 +322,49 @@ def where(condition, input, other):
     t = recording(input, other) if rd.is_floating_point else None
     if t is None:
         return _leaf(_norm(r))
-    ic = t.register(from_array(np.broadcast_to(cond, out_shape).astype(np.float64)))
+    if condition.__class__ is Tensor and traced_entry(condition) is not None:
+        ic = broadcast_to(t, condition._i, cond, out_shape)     # recomputed by a replay
+    else:
+        ic = t.register(from_array(np.broadcast_to(cond, out_shape).astype(np.float64)))
     ins = [broadcast_to(t, buf(t, v, False), vals[k], out_shape) if v.__class__ is Tensor else -1
            for k, v in enumerate((input, other))]
-    i = t.append(CODE["where"], ins[0], ins[1], r, (ic,))
+    scalar = [float(v) for v in (input, other) if v.__class__ is not Tensor]
+    i = t.append(CODE["where"], ins[0], ins[1], r, (ic,), c=scalar[0] if scalar else 0.0)
     o = _new(Tensor)
     o._d, o._t, o._tid, o._i, o._rg = _norm(r), t, t.uid, i, True
     return o
 
 
-# -- comparisons (bool results, never recorded) ------------------------------------------
-def _compare(npf):
+# -- comparisons (bool results; recorded only while tracing) -----------------------------
+def _compare(op):
+    npf, code = op.np_fwd, CODE[op.name]
+
     def cmp(x, y):
         rd = result_dtype(x, y)
-        return _leaf(_norm(np.asarray(npf(_value(x, rd.np), _value(y, rd.np)))))
+        r = np.asarray(npf(_value(x, rd.np), _value(y, rd.np)))
+        if STATE.trace is not None and any(v.__class__ is Tensor and traced_entry(v) is not None
+                                           for v in (x, y)):
+            return _record_compare(code, x, y, r)
+        return _leaf(_norm(r))
     return cmp
 
 
-COMPARISONS = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
-               "eq": np.equal, "ne": np.not_equal}
-for _name, _f in COMPARISONS.items():
-    globals()[_name] = FUNCTIONS[_name] = _compare(_f)
+def _record_compare(code, x, y, r):
+    """A comparison on the traced tape: a replay recomputes it."""
+    t = STATE.trace.tape
+    ins, c = [], 0.0
+    for v in (x, y):
+        if v.__class__ is Tensor:
+            ins.append(broadcast_to(t, buf(t, v, False), v._arr, r.shape))
+        else:
+            ins.append(-1)
+            c = float(v)
+    i = t.append(code, ins[0], ins[1], r.astype(np.float64), c=c)
+    return traced_result(r, t, i)
+
+
+for _op in COMPARE_OPS:
+    globals()[_op.name] = FUNCTIONS[_op.name] = _compare(_op)
 
 
 def _install():

@@ -13,6 +13,7 @@ class _State(threading.local):
         self.grad = True        # is_grad_enabled()
         self.inference = False  # is_inference_mode_enabled()
         self.tape = None        # the current tape; created lazily by tape.current_tape()
+        self.trace = None       # the tracing.Recording in progress, if any
 
 
 STATE = _State()

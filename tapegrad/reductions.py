@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, tracing
+from .grad_mode import STATE
 from .ops.table import CODE
 from .record import contiguous, contiguous_strides
 from .shape_ops import _out, _wrap_dim
@@ -90,6 +91,11 @@ def _extreme(x, dim, keepdim, is_max):
         value, idx_k = value.squeeze(d), idx
     code = CODE["max_dim" if is_max else "min_dim"]
     values = _out(x, value, lambda t, ia: t.append(code, ia, -1, contiguous(value), pos))
+    if STATE.trace is not None and arr.ndim and tracing.traced_entry(x) is not None:
+        # a replay must find the extremes at the recorded positions
+        shape = arr.shape
+        tracing.note(tracing.G_ARGMAX if is_max else tracing.G_ARGMIN, values,
+                     (x._i, math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:])))
     return minmax(values, _leaf(np.asarray(idx_k, np.int64)))
 
 
@@ -128,7 +134,16 @@ def prod(input, dim=None, keepdim=False, dtype=None):
                    CODE["prod_dim"])
 
 
+def _traced_arg(input, dim, keepdim, is_max):
+    """argmax / argmin of a traced tensor: through max(dim), which notes its guard."""
+    flat = dim is None
+    x = input.reshape(-1) if flat else input
+    return _extreme(x, 0 if flat else dim, keepdim and not flat, is_max)[1]
+
+
 def argmax(input, dim=None, keepdim=False):
+    if STATE.trace is not None and tracing.traced_entry(input) is not None:
+        return _traced_arg(input, dim, keepdim, True)
     arr = input._arr
     if dim is None:
         return _leaf(np.asarray(np.argmax(arr), np.int64))
@@ -136,6 +151,8 @@ def argmax(input, dim=None, keepdim=False):
 
 
 def argmin(input, dim=None, keepdim=False):
+    if STATE.trace is not None and tracing.traced_entry(input) is not None:
+        return _traced_arg(input, dim, keepdim, False)
     arr = input._arr
     if dim is None:
         return _leaf(np.asarray(np.argmin(arr), np.int64))

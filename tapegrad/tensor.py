@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, tracing
 from .grad_mode import STATE
 from .tape import current_tape
 
@@ -119,7 +119,7 @@ class Tensor:
     @property
     def grad_fn(self):
         t = self._t
-        if t is None:
+        if t is None or not self._rg:    # (a traced comparison is on the tape, without grad)
             return None
         from .autograd.graph import node_of
         return node_of(t, self._i)
@@ -159,6 +159,8 @@ class Tensor:
 
     # -- conversions -----------------------------------------------------------------
     def detach(self):
+        if STATE.trace is not None and tracing.traced_entry(self) is not None:
+            return tracing.record_detach(self)
         return _leaf(self._d, False, self._inference)
 
     def detach_(self):
@@ -175,7 +177,7 @@ class Tensor:
         from .shape_ops import clone
         return clone(self)
 
-    def item(self):
+    def _item(self):
         d = self._d
         if d.__class__ is float:
             return d
@@ -183,14 +185,24 @@ class Tensor:
             raise RuntimeError(f"a Tensor with {d.size} elements cannot be converted to Scalar")
         return d.reshape(()).item()
 
+    def item(self):
+        v = self._item()
+        if STATE.trace is not None:
+            tracing.note(tracing.G_EQUAL, self, (v,))
+        return v
+
     def tolist(self):
         d = self._d
+        if STATE.trace is not None:
+            tracing.note(tracing.G_EQUAL, self, np.ravel(d))
         return d if d.__class__ is float else d.tolist()
 
     def numpy(self):
         if self._rg:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
+        if STATE.trace is not None:
+            tracing.note(tracing.G_EQUAL, self, np.ravel(self._d))
         return self._arr
 
     def __array__(self, dtype=None, copy=None):
@@ -211,7 +223,10 @@ class Tensor:
     def __bool__(self):
         if self.numel() != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
-        return bool(self.item())
+        v = bool(self._item())
+        if STATE.trace is not None:
+            tracing.note(tracing.G_TRUTH, self, (v,))
+        return v
 
     def __len__(self):
         if self.ndim == 0:

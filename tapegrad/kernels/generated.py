@@ -91,6 +91,13 @@ OP_MATMUL = 63
 OP_CAT = 64
 OP_STACK = 65
 OP_FUNCTION = 66
+OP_LT = 67
+OP_LE = 68
+OP_GT = 69
+OP_GE = 70
+OP_EQ = 71
+OP_NE = 72
+OP_DETACH = 73
 
 EW_FIRST, EW_LAST = 0, 26
 SOURCE_FIRST, SOURCE_LAST = 27, 29
@@ -102,6 +109,8 @@ REDUCE_FIRST, REDUCE_LAST = 49, 58
 MATMUL_FIRST, MATMUL_LAST = 59, 63
 CAT_FIRST, CAT_LAST = 64, 65
 HOST_FIRST, HOST_LAST = 66, 66
+COMPARE_FIRST, COMPARE_LAST = 67, 72
+STOP_FIRST, STOP_LAST = 73, 73
 
 
 @njit(**_JIT)
@@ -222,3 +231,21 @@ def ew_grad(op, x, y, r, g, c2):
     elif op == 26:  # clamp
         return g * sm_in_range(x, y, c2), 0.0
     return 0.0, 0.0
+
+
+@njit(**_JIT)
+def cmp_fwd(op, x, y):
+    """Comparison ``op`` (an opcode of the compare kind) on scalars: 1.0 or 0.0."""
+    if op == 67:  # lt
+        return 1.0 if x < y else 0.0
+    elif op == 68:  # le
+        return 1.0 if x <= y else 0.0
+    elif op == 69:  # gt
+        return 1.0 if x > y else 0.0
+    elif op == 70:  # ge
+        return 1.0 if x >= y else 0.0
+    elif op == 71:  # eq
+        return 1.0 if x == y else 0.0
+    elif op == 72:  # ne
+        return 1.0 if x != y else 0.0
+    return math.nan

@@ -25,7 +25,13 @@ Kinds, in opcode order (the sweep dispatches on ranges of codes):
   ``reduce``  sum / mean / amax / amin / prod over dims;
   ``matmul``  batched matrix products;
   ``cat``     concatenation of n inputs along a dim;
-  ``host``    computed in Python (custom Functions): the sweep stops and resumes.
+  ``host``    computed in Python (custom Functions): the sweep stops and resumes;
+  ``compare`` comparisons (0.0 / 1.0), recorded only while tracing so that a replay
+              recomputes masks and checks the guards that depend on them; no gradient;
+  ``stop``    ``detach`` while tracing: a copy that a replay recomputes, no gradient.
+
+Tangent (forward-mode) rules are derived, not declared: an elementwise op's Jacobian
+is diagonal, so its tangent is its reverse rule applied to the input tangents.
 """
 import math
 import operator
@@ -170,10 +176,18 @@ OPS = (
     # one entry per output of a custom autograd.Function: a host entry, whose backward
     # runs in Python between two compiled sweeps
     Op("function", "host", -1, "Backward"),
+    # ---- comparisons (only on traced tapes) -------------------------------------------
+    Op("lt", "compare", 2, "", "1.0 if x < y else 0.0", np_fwd=np.less),
+    Op("le", "compare", 2, "", "1.0 if x <= y else 0.0", np_fwd=np.less_equal),
+    Op("gt", "compare", 2, "", "1.0 if x > y else 0.0", np_fwd=np.greater),
+    Op("ge", "compare", 2, "", "1.0 if x >= y else 0.0", np_fwd=np.greater_equal),
+    Op("eq", "compare", 2, "", "1.0 if x == y else 0.0", np_fwd=np.equal),
+    Op("ne", "compare", 2, "", "1.0 if x != y else 0.0", np_fwd=np.not_equal),
+    Op("detach", "stop", 1, ""),
 )
 
 KINDS = ("ew", "source", "where", "gather", "reshape", "index", "reduce", "matmul", "cat",
-         "host")
+         "host", "compare", "stop")
 
 BY_NAME = {op.name: op for op in OPS}
 CODE = {op.name: i for i, op in enumerate(OPS)}
@@ -190,3 +204,4 @@ def kind_range(kind):
 EW_OPS = tuple(op for op in OPS if op.kind == "ew")
 UNARY = tuple(op for op in EW_OPS if op.arity == 1)
 BINARY = tuple(op for op in EW_OPS if op.arity == 2)
+COMPARE_OPS = tuple(op for op in OPS if op.kind == "compare")

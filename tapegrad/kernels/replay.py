@@ -1,0 +1,210 @@
+"""The compiled forward sweep: recompute every entry of a tape from its inputs.
+
+Replay writes new input values into the source entries of a recorded tape, runs
+``forward`` over it (every kind has a forward rule here; elementwise ops and
+comparisons come from the op table's generated dispatch), checks the tape's guards
+with ``guards_hold`` and then runs the reverse sweep as usual.  ``grad_batch`` does all
+three for many points at once, in parallel over the points.
+"""
+import numpy as np
+from numba import njit, prange
+
+from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAST, GATHER_FIRST,
+                        GATHER_LAST, HOST_FIRST, HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST,
+                        MATMUL_LAST, OP_AMAX, OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_PROD,
+                        OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST,
+                        SOURCE_FIRST, SOURCE_LAST, STOP_FIRST, STOP_LAST, cmp_fwd, ew_fwd)
+from .reverse import DONE, HOST, extras_at, offsets, size_of, sweep
+
+_JIT = dict(cache=True, error_model="numpy")
+# guard kinds: a value equals what the recording saw; a truth value; an argmax / argmin
+G_EQUAL, G_TRUTH, G_ARGMAX, G_ARGMIN = 0, 1, 2, 3
+
+
+@njit(**_JIT)
+def _reduce(i, op, A, OFF, META, IAUX, V, omap):
+    a = A[i]
+    ma = META[a]
+    nin = 1 if ma < 0 else IAUX[ma]
+    nd = 0 if ma < 0 else IAUX[ma + 1]
+    e = extras_at(META, IAUX, i)
+    nout = size_of(META, IAUX, i)
+    oa, oi = OFF[a], OFF[i]
+    o = omap
+    if ma < 0:
+        o[0] = 0
+    else:
+        offsets(IAUX, ma + 2, e, nd, o)
+    if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:
+        for j in range(nout):
+            V[oi + j] = 0.0
+        for k in range(nin):
+            V[oi + o[k]] += V[oa + k]
+        if op == OP_MEAN or op == OP_MEAN_DIM:
+            scale = nout / nin
+            for j in range(nout):
+                V[oi + j] *= scale
+    elif op == OP_PROD or op == OP_PROD_DIM:
+        for j in range(nout):
+            V[oi + j] = 1.0
+        for k in range(nin):
+            V[oi + o[k]] *= V[oa + k]
+    else:
+        big = op == OP_AMAX or op == OP_MAX_ALL
+        for j in range(nout):
+            V[oi + j] = -np.inf if big else np.inf
+        for k in range(nin):
+            x = V[oa + k]
+            cur = V[oi + o[k]]
+            if x != x or (x > cur if big else x < cur):   # NaN wins, as in NumPy
+                if cur == cur:
+                    V[oi + o[k]] = x
+
+
+@njit(**_JIT)
+def _matmul(i, A, B, OFF, META, IAUX, V):
+    e = extras_at(META, IAUX, i)
+    nb, M, K, N = IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3]
+    oa, ob, oi = OFF[A[i]], OFF[B[i]], OFF[i]
+    for bt in range(nb):
+        xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
+        for m in range(M):
+            for n in range(N):
+                acc = 0.0
+                for k in range(K):
+                    acc += V[xa + m * K + k] * V[yb + k * N + n]
+                V[go + m * N + n] = acc
+
+
+@njit(**_JIT)
+def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
+    """Recompute the entries of ``schedule`` (increasing entry indices) in order.
+    Returns ``(DONE, -1)``, or ``(HOST, i)`` at a host entry (a custom Function, which
+    has no compiled forward)."""
+    for i in schedule:
+        op = OP[i]
+        if SOURCE_FIRST <= op <= SOURCE_LAST:
+            continue
+        a, b = A[i], B[i]
+        oi = OFF[i]
+        n = size_of(META, IAUX, i)
+        if op <= EW_LAST or COMPARE_FIRST <= op <= COMPARE_LAST:
+            oa = OFF[a] if a >= 0 else 0
+            ob = OFF[b] if b >= 0 else 0
+            c, c2 = C[i], C2[i]
+            for k in range(n):
+                x = V[oa + k] if a >= 0 else c
+                y = V[ob + k] if b >= 0 else c
+                V[oi + k] = ew_fwd(op, x, y, c2) if op <= EW_LAST else cmp_fwd(op, x, y)
+        elif op == OP_WHERE:
+            cond = OFF[IAUX[extras_at(META, IAUX, i)]]
+            for k in range(n):
+                if V[cond + k] != 0.0:
+                    V[oi + k] = V[OFF[a] + k] if a >= 0 else C[i]
+                else:
+                    V[oi + k] = V[OFF[b] + k] if b >= 0 else C[i]
+        elif GATHER_FIRST <= op <= GATHER_LAST:
+            m = META[i]
+            nd = IAUX[m + 1]
+            e = m + 2 + nd
+            base = OFF[a] + IAUX[e]
+            offsets(IAUX, m + 2, e + 1, nd, omap)
+            for k in range(n):
+                V[oi + k] = V[base + omap[k]]
+        elif RESHAPE_FIRST <= op <= RESHAPE_LAST or STOP_FIRST <= op <= STOP_LAST:
+            oa = OFF[a]
+            for k in range(n):
+                V[oi + k] = V[oa + k]
+        elif INDEX_FIRST <= op <= INDEX_LAST:
+            e = extras_at(META, IAUX, i)
+            oa = OFF[a]
+            for k in range(n):
+                V[oi + k] = V[oa + IAUX[e + k]]
+        elif op < MATMUL_FIRST:
+            _reduce(i, op, A, OFF, META, IAUX, V, omap)
+        elif op <= MATMUL_LAST:
+            _matmul(i, A, B, OFF, META, IAUX, V)
+        elif CAT_FIRST <= op <= CAT_LAST:
+            e = extras_at(META, IAUX, i)
+            outer, nin = IAUX[e], IAUX[e + 1]
+            pos = oi
+            for o in range(outer):
+                for j in range(nin):
+                    buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
+                    src = OFF[buf] + o * inner
+                    for q in range(inner):
+                        V[pos + q] = V[src + q]
+                    pos += inner
+        elif HOST_FIRST <= op <= HOST_LAST:
+            return HOST, i
+    return DONE, -1
+
+
+@njit(**_JIT)
+def guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
+    """Do the recorded guards hold for the values in ``V``?  Guard g: kind ``GK[g]`` on
+    entry ``GE[g]`` with its data at ``GV[GS[g]:GS[g] + GN[g]]``:
+    ``G_EQUAL``  the entry's values equal the data (NaN equals NaN);
+    ``G_TRUTH``  the entry's value is non-zero exactly when the data says so;
+    ``G_ARGMAX`` / ``G_ARGMIN``  the data is (input entry, outer, n, inner) of a
+        max/min along a dim whose recorded first positions are at entry GE[g]'s
+        index list: they must still be the first extreme positions."""
+    for g in range(GK.shape[0]):
+        kind, e, s = GK[g], GE[g], GS[g]
+        o = OFF[e]
+        if kind == G_EQUAL:
+            for k in range(GN[g]):
+                x, want = V[o + k], GV[s + k]
+                if x != want and not (x != x and want != want):
+                    return False
+        elif kind == G_TRUTH:
+            if (V[o] != 0.0) != (GV[s] != 0.0):
+                return False
+        else:
+            src = OFF[int(GV[s])]
+            outer, n, inner = int(GV[s + 1]), int(GV[s + 2]), int(GV[s + 3])
+            idx = extras_at(META, IAUX, e)
+            for p in range(outer):
+                for q in range(inner):
+                    best = 0
+                    bv = V[src + p * n * inner + q]
+                    for j in range(1, n):
+                        x = V[src + (p * n + j) * inner + q]
+                        if bv == bv and (x != x or (x > bv if kind == G_ARGMAX else x < bv)):
+                            best, bv = j, x
+                    if IAUX[idx + p * inner + q] != (p * n + best) * inner + q:
+                        return False
+    return True
+
+
+@njit(parallel=True, **_JIT)
+def grad_batch(X, ins, outs, wants, schedule, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V,
+               max_size, GK, GE, GS, GN, GV, values, grads, ok):
+    """Value and gradient at each row of ``X`` (the inputs' values, flattened and
+    concatenated), in parallel over rows: ``values[r]`` the output (``outs[0]``'s first
+    element), ``grads[r]`` the adjoints of ``wants``, ``ok[r]`` whether the guards held
+    (if not, the row's results are not valid)."""
+    top = outs[0]
+    for r in prange(X.shape[0]):
+        Vr = V.copy()
+        G = np.zeros(V.shape[0])
+        live = np.zeros(OP.shape[0], np.uint8)
+        omap = np.empty(max_size, np.int64)
+        scratch = np.empty(2 * max_size)
+        pos = 0
+        for e in ins:
+            for k in range(size_of(META, IAUX, e)):
+                Vr[OFF[e] + k] = X[r, pos]
+                pos += 1
+        forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, Vr, omap)
+        ok[r] = guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, Vr)
+        values[r] = Vr[OFF[top]]
+        G[OFF[top]] = 1.0
+        live[top] = 1
+        sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, Vr, G, live, scratch, omap,
+              np.iinfo(np.int64).max, -1, False, 0)
+        pos = 0
+        for w in wants:
+            for k in range(size_of(META, IAUX, w)):
+                grads[r, pos] = G[OFF[w] + k]
+                pos += 1

@@ -1,0 +1,159 @@
+"""A recorded function, frozen for replay: the tape's arrays, where its inputs and
+outputs sit, and the guards its recording noted.
+
+``record(fn, arrays)`` runs ``fn`` once on fresh leaves under tracing (comparisons and
+detaches are recorded, places where values reach Python note guards) and freezes the
+tape into a ``Record``: its own copies of the columns and the value arena, which the
+replay kernels then read and write.
+"""
+import numpy as np
+
+from ..grad_mode import STATE, enable_grad
+from ..kernels.replay import forward, guards_hold
+from ..kernels.reverse import DONE
+from ..tape import Tape
+from ..tensor import Tensor, from_array
+from ..tracing import Recording
+
+_COLS = ("OP", "A", "B", "C", "C2", "OFF", "META", "FLAGS")
+
+
+class ReplayError(RuntimeError):
+    pass
+
+
+class Record:
+    """The flat arrays of one recording plus what replay needs to know about them."""
+
+    def __init__(self, cols, IAUX, V, ins, outs, out_shapes, out_tuple, guards, grads=None):
+        for name in _COLS:
+            setattr(self, name, cols[name])
+        self.IAUX, self.V = IAUX, V
+        self.n, self.nv = len(self.OP), len(V)
+        self.ins, self.outs = list(ins), list(outs)
+        self.out_shapes, self.out_tuple = [tuple(s) for s in out_shapes], out_tuple
+        self.grads = grads                   # entries of the recorded gradient (hvp)
+        self.guard_list = list(guards)       # (kind, entry, data, (file, line))
+        self.schedule = np.arange(self.n, dtype=np.int64)
+        self._pack_guards()
+        self.max_size = max([self.size(i) for i in range(self.n)] + [1])
+        self.top = max(self.outs + (list(grads) if grads else []))
+
+    def _pack_guards(self):
+        g = self.guard_list
+        self.GK = np.array([k for k, _, _, _ in g], np.int64)
+        self.GE = np.array([e for _, e, _, _ in g], np.int64)
+        self.GN = np.array([len(d) for _, _, d, _ in g], np.int64)
+        self.GS = np.concatenate([[0], np.cumsum(self.GN)[:-1]]).astype(np.int64) if g else \
+            np.zeros(0, np.int64)
+        self.GV = np.array([v for _, _, d, _ in g for v in d], np.float64)
+
+    # -- the reader interface the sweeps use (as a Tape's) ------------------------------
+    def flush(self):
+        pass
+
+    def size(self, i):
+        m = self.META[i]
+        return 1 if m < 0 else int(self.IAUX[m])
+
+    def shape(self, i):
+        m = self.META[i]
+        if m < 0:
+            return ()
+        return tuple(int(s) for s in self.IAUX[m + 2:m + 2 + self.IAUX[m + 1]])
+
+    def value(self, i):
+        o = self.OFF[i]
+        return self.V[o:o + self.size(i)].reshape(self.shape(i)).copy()
+
+    # -- replay ----------------------------------------------------------------------
+    def load(self, arrays):
+        V, OFF = self.V, self.OFF
+        for e, a in zip(self.ins, arrays):
+            V[OFF[e]:OFF[e] + a.size] = a.reshape(-1)
+
+    def run_forward(self):
+        """Recompute every entry; True if the guards hold for the new values."""
+        status, i = forward(self.schedule, self.OP, self.A, self.B, self.C, self.C2, self.OFF,
+                            self.META, self.IAUX, self.V, np.empty(self.max_size, np.int64))
+        if status != DONE:
+            raise ReplayError("a custom autograd.Function cannot be replayed (its forward is "
+                              "Python); call the function eagerly instead")
+        return guards_hold(self.GK, self.GE, self.GS, self.GN, self.GV, self.OFF, self.META,
+                           self.IAUX, self.V)
+
+    def failed_guard(self):
+        """(file, line) of the first guard that does not hold now."""
+        for k, (kind, e, data, loc) in enumerate(self.guard_list):
+            sl = slice(k, k + 1)
+            if not guards_hold(self.GK[sl], self.GE[sl], np.zeros(1, np.int64), self.GN[sl],
+                               np.array(data, np.float64), self.OFF, self.META, self.IAUX,
+                               self.V):
+                return loc
+        return None
+
+
+def _freeze(t, xs, outs, rec, grads):
+    t.flush()
+    n = t.n
+    cols = {name: getattr(t, name)[:n].copy() for name in _COLS}
+    ins = [x._i for x in xs]
+    out_entries = [o._i for o in outs]
+    grad_entries = [g._i for g in grads] if grads is not None else None
+    return Record(cols, t.IAUX[:t.ni].copy(), t.V[:t.nv].copy(), ins, out_entries,
+                  [tuple(o.shape) for o in outs], None, rec.guards, grad_entries)
+
+
+def record(fn, arrays, static=(), second_order=False):
+    """Run ``fn`` on leaves holding ``arrays`` (float64) under tracing; returns the
+    Record.  ``static``: (position, value) of arguments passed through untraced."""
+    t = Tape()
+    rec = Recording(t)
+    prev = STATE.trace
+    STATE.trace = rec
+    try:
+        with t, enable_grad():
+            xs = [from_array(np.array(a, np.float64), rg=True) for a in arrays]
+            for x in xs:
+                t.register(x)              # inputs first: their entries lead the tape
+            args = _merge(xs, static)
+            out = fn(*args)
+            out_tuple = isinstance(out, tuple)
+            outs = list(out) if out_tuple else [out]
+            for k, o in enumerate(outs):
+                if not isinstance(o, Tensor):
+                    raise ReplayError(f"output {k} of the traced function is a "
+                                      f"{type(o).__name__}, not a Tensor")
+                if o._tid != t.uid:         # a constant or an input returned as it is
+                    outs[k] = o = o + 0.0 if o.dtype.is_floating_point else o
+                    if o._tid != t.uid:
+                        t.register(o)
+            grads = None
+            if second_order:
+                from ..autograd import grad
+                if outs[0].numel() != 1 or not outs[0].requires_grad:
+                    raise ReplayError("hvp needs a function with one scalar output that "
+                                      "depends on its inputs")
+                gs = grad(outs[0], xs, create_graph=True, allow_unused=True)
+                grads = [g if g is not None and g._tid == t.uid else _const_on(t, x)
+                         for g, x in zip(gs, xs)]
+    finally:
+        STATE.trace = prev
+    r = _freeze(t, xs, outs, rec, grads)
+    r.out_tuple = out_tuple
+    return r
+
+
+def _const_on(t, x):
+    """A zero gradient that the recording did not produce, as a constant entry."""
+    z = from_array(np.zeros(tuple(x.shape)))
+    t.register(z)
+    return z
+
+
+def _merge(traced, static):
+    """The argument list: traced tensors in order, static values at their positions."""
+    args = list(traced)
+    for pos, value in static:
+        args.insert(pos, value)
+    return args

@@ -1,0 +1,233 @@
+"""``tapegrad.trace``: record a function once, then run it and its derivatives at new
+inputs entirely in compiled code.
+
+A call loads the new inputs into a recording's value arena, recomputes every entry
+with the compiled forward sweep, checks the recording's guards, and runs the compiled
+reverse (or tangent) sweep: no Python per op.  When a guard fails (the inputs take
+another branch than the recording saw), the function is recorded again at these
+inputs and both recordings are kept (``on_guard_failure='retrace'``), or
+``GuardFailure`` is raised (``'error'``): a replay never answers for the wrong branch.
+"""
+import numpy as np
+
+from ..autograd import sweeps
+from ..kernels.replay import grad_batch
+from ..kernels.reverse import DONE, sweep
+from ..tensor import Tensor, from_array
+from .record import ReplayError, record
+
+NO_HOST = np.iinfo(np.int64).max
+
+
+class GuardFailure(ReplayError):
+    pass
+
+
+def _split_args(args):
+    """(traced float64 arrays, their dtypes, static (position, value) pairs)."""
+    arrays, dtypes, static = [], [], []
+    for k, a in enumerate(args):
+        if isinstance(a, Tensor):
+            arrays.append(np.asarray(a._arr, np.float64))
+            dtypes.append(a.dtype.np)
+        elif isinstance(a, (float, np.ndarray, np.floating)):
+            arrays.append(np.asarray(a, np.float64))
+            dtypes.append(np.float64)
+        else:
+            static.append((k, a))
+    return arrays, dtypes, static
+
+
+def _tensor(a, dtype=np.float64):
+    return from_array(np.asarray(a, dtype))
+
+
+class Traced:
+    """A replayable recording of ``fn`` (see the module docstring).
+
+    ``traced(*args)``, ``.grad``, ``.value_and_grad``, ``.vjp``, ``.jvp``, ``.hvp`` take
+    arguments of the example's shapes; tensors and floats are traced, other arguments
+    are static (they must equal the example's)."""
+
+    def __init__(self, fn, *example_args, on_guard_failure="retrace", argnums=None,
+                 optimize=True):
+        if on_guard_failure not in ("retrace", "error"):
+            raise ValueError("on_guard_failure must be 'retrace' or 'error'")
+        self.fn = fn
+        self.on_guard_failure = on_guard_failure
+        self.optimize = optimize
+        arrays, self.dtypes, self.static = _split_args(example_args)
+        if not arrays:
+            raise ReplayError("trace needs at least one tensor (or float) argument to trace")
+        self.shapes = [a.shape for a in arrays]
+        self.argnums = argnums
+        self.records = []            # newest first
+        self.second = []             # recordings with their gradient (for hvp)
+        self.log = []                # why each recording was made
+        self._record(arrays, "first call", self.records, False)
+
+    # -- recordings ------------------------------------------------------------------
+    def _record(self, arrays, why, into, second_order):
+        if self.fn is None:
+            raise GuardFailure(f"{why}, and a loaded tape cannot record its function again")
+        r = record(self.fn, arrays, self.static, second_order)
+        if self.optimize:
+            from .optimize import optimize
+            optimize(r)
+        into.insert(0, r)
+        self.log.append(why)
+        return r
+
+    def _arrays(self, args):
+        arrays, _, static = _split_args(args)
+        if [p for p, _ in static] != [p for p, _ in self.static] or any(
+                a is not b and a != b for (_, a), (_, b) in zip(static, self.static)):
+            raise ReplayError("static (untraced) arguments differ from the traced example's; "
+                              "trace again (tapegrad.grad does this for you)")
+        shapes = [a.shape for a in arrays]
+        if shapes != self.shapes:
+            raise ReplayError(f"traced for argument shapes {self.shapes}, called with {shapes}")
+        return arrays
+
+    def _ready(self, arrays, second_order=False):
+        """A recording whose guards hold at ``arrays``, with its forward sweep done."""
+        pool = self.second if second_order else self.records
+        for r in pool:
+            r.load(arrays)
+            if r.run_forward():
+                return r
+        if pool:
+            where = pool[0].failed_guard()
+            why = (f"guard at {where[0]}:{where[1]} failed" if where
+                   else "guards failed")
+            if self.on_guard_failure == "error":
+                raise GuardFailure(f"the inputs take another path than the recording: {why}")
+        else:
+            why = "first hvp (records the gradient too)"
+        r = self._record(arrays, why, pool, second_order)
+        r.load(arrays)
+        r.run_forward()
+        return r
+
+    def _wrt(self):
+        n = len(self.shapes)
+        nums = range(n) if self.argnums is None else (
+            (self.argnums,) if isinstance(self.argnums, int) else tuple(self.argnums))
+        return list(nums), self.argnums is None and n == 1 or isinstance(self.argnums, int)
+
+    def _outputs(self, r):
+        outs = [_tensor(r.value(e)) for e in r.outs]
+        return tuple(outs) if r.out_tuple else outs[0]
+
+    # -- the calls -------------------------------------------------------------------
+    def __call__(self, *args):
+        return self._outputs(self._ready(self._arrays(args)))
+
+    def value_and_grad(self, *args):
+        nums, single = self._wrt()
+        value, grads = self._value_and_grads(args, nums)
+        return value, grads[0] if single else tuple(grads)
+
+    def _value_and_grads(self, args, nums):
+        r = self._ready(self._arrays(args))
+        if r.out_tuple or r.size(r.outs[0]) != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        G = self._reverse(r, [np.ones(1)])
+        return self._outputs(r), [_tensor(G[r.OFF[r.ins[k]]:r.OFF[r.ins[k]] + r.size(r.ins[k])]
+                                          .reshape(self.shapes[k]), self.dtypes[k])
+                                  for k in nums]
+
+    def grad(self, *args):
+        return self.value_and_grad(*args)[1]
+
+    def vjp(self, args, v):
+        """``(outputs, v^T J)`` with ``v`` shaped like the outputs."""
+        r = self._ready(self._arrays(args))
+        vs = v if isinstance(v, tuple) else (v,)
+        G = self._reverse(r, [np.asarray(x._arr if isinstance(x, Tensor) else x, np.float64)
+                              for x in vs])
+        grads = [_tensor(G[r.OFF[e]:r.OFF[e] + r.size(e)].reshape(s), d)
+                 for e, s, d in zip(r.ins, self.shapes, self.dtypes)]
+        return self._outputs(r), grads[0] if len(grads) == 1 else tuple(grads)
+
+    def _reverse(self, r, seeds):
+        G = np.zeros(r.nv)
+        live = np.zeros(r.n, np.uint8)
+        for e, s in zip(r.outs, seeds):
+            G[r.OFF[e]:r.OFF[e] + s.size] += s.reshape(-1)
+            live[e] = 1
+        status, _ = sweep(max(r.outs), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.META, r.IAUX,
+                          r.FLAGS, r.V, G, live, np.empty(2 * r.max_size),
+                          np.empty(r.max_size, np.int64), NO_HOST, -1, False, 0)
+        if status != DONE:
+            raise ReplayError("this recording needs Python during its backward (a custom "
+                              "Function or a hook) and cannot be replayed")
+        return G
+
+    def jvp(self, args, v):
+        """``(outputs, J v)`` with ``v`` shaped like the traced arguments."""
+        r = self._ready(self._arrays(args))
+        vs = v if isinstance(v, tuple) else (v,)
+        seeds = {e: np.asarray(x._arr if isinstance(x, Tensor) else x, np.float64)
+                 for e, x in zip(r.ins, vs)}
+        tans = sweeps.tangents(r, seeds, r.outs)
+        res = [_tensor(np.zeros(s) if tan is None else tan) for tan, s in zip(tans, r.out_shapes)]
+        return self._outputs(r), tuple(res) if r.out_tuple else res[0]
+
+    def hvp(self, args, v):
+        """``(output, H v)``: a tangent sweep over the recorded gradient."""
+        r = self._ready(self._arrays(args), second_order=True)
+        vs = v if isinstance(v, tuple) else (v,)
+        seeds = {e: np.asarray(x._arr if isinstance(x, Tensor) else x, np.float64)
+                 for e, x in zip(r.ins, vs)}
+        tans = sweeps.tangents(r, seeds, r.grads)
+        res = [_tensor(np.zeros(s) if tan is None else tan, d)
+               for tan, s, d in zip(tans, self.shapes, self.dtypes)]
+        return self._outputs(r), res[0] if len(res) == 1 else tuple(res)
+
+    def grad_batch(self, *batches):
+        """Values and gradients at many points: each argument with a leading batch axis.
+        Runs the points in parallel; points whose guards fail under the recording are
+        recorded again one by one.  Returns ``(values, grads, guards_held)``."""
+        arrays = [np.asarray(b._arr if isinstance(b, Tensor) else b, np.float64)
+                  for b in batches]
+        nb = arrays[0].shape[0]
+        X = np.concatenate([a.reshape(nb, -1) for a in arrays], axis=1)
+        r = self.records[-1]                      # the first recording
+        if r.out_tuple or r.size(r.outs[0]) != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        values = np.empty(nb)
+        grads = np.empty((nb, sum(r.size(e) for e in r.ins)))
+        ok = np.zeros(nb, np.bool_)
+        grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64),
+                   np.array(r.ins, np.int64), r.schedule, r.OP, r.A, r.B, r.C, r.C2, r.OFF,
+                   r.META, r.IAUX, r.FLAGS, r.V, r.max_size, r.GK, r.GE, r.GS, r.GN, r.GV,
+                   values, grads, ok)
+        for p in np.flatnonzero(~ok):             # another branch: one by one
+            val, gs = self._value_and_grads(self._with_static([a[p] for a in arrays]),
+                                            range(len(arrays)))
+            values[p] = val.item()
+            grads[p] = np.concatenate([np.asarray(x._arr).reshape(-1) for x in gs])
+        out = []
+        pos = 0
+        for k, s in enumerate(self.shapes):
+            size = int(np.prod(s))
+            out.append(grads[:, pos:pos + size].reshape((nb,) + s))
+            pos += size
+        return values, out[0] if len(out) == 1 else tuple(out), ok
+
+    def _with_static(self, arrays):
+        args = list(arrays)
+        for pos, value in self.static:
+            args.insert(pos, value)
+        return args
+
+    def explain(self):
+        """Why each recording was made, oldest first."""
+        return list(self.log)
+
+
+def trace(fn, *example_args, on_guard_failure="retrace", argnums=None, optimize=True):
+    """Record ``fn`` at ``example_args`` for replay: see ``Traced``."""
+    return Traced(fn, *example_args, on_guard_failure=on_guard_failure, argnums=argnums,
+                  optimize=optimize)
