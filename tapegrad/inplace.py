@@ -15,7 +15,9 @@ import numpy as np
 from . import dtypes
 from .grad_mode import STATE
 from .tape import live_tape
-from .tensor import Tensor
+from .tensor import Tensor, _norm
+
+_F64 = np.dtype(np.float64)
 
 
 def _note_modified(x):
@@ -96,9 +98,17 @@ def copy_(self, src):
 def set_value_(self, value):
     """``self`` takes the NumPy array ``value`` (its shape; cast to its dtype) as its value
     in place, unrecorded: the way optimizers and initialisers write parameters under
-    no_grad.  ``value`` must not be shared: arrays of tensors are never written to."""
+    no_grad (``_adopt`` of an unrecorded result, without building that result).
+    ``value`` must not be shared: arrays of tensors are never written to."""
     _check(self)
-    return _adopt(self, lambda: _leaf_like(value))
+    d = self._d
+    if value.dtype != (_F64 if d.__class__ is float else d.dtype):
+        value = value.astype(_F64 if d.__class__ is float else d.dtype)
+    _note_modified(self)
+    self._d = _norm(value)
+    self._tid = 0
+    self._version += 1
+    return self
 
 
 def uniform_(self, a=0.0, b=1.0):
