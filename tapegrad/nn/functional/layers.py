@@ -8,15 +8,23 @@ from ...tensor import from_array
 
 
 def linear(input, weight, bias=None):
-    """input @ weight.T + bias.  As in PyTorch, a 2-D input shows one AddmmBackward0
-    (MmBackward0 without bias) Node, fed by the weight's TBackward0."""
+    """input @ weight.T + bias, recorded as PyTorch records it: the weight's TBackward0,
+    and for other than 2-D inputs a flattening view, one AddmmBackward0 (MmBackward0
+    without bias) Node on 2-D operands, and a view back."""
     wt = weight.t()
-    if input.ndim != 2:
-        out = matmul(input, wt)
-        return out if bias is None else out + bias
+    if input.ndim == 1 and bias is None:
+        return matmul(input, wt)                 # SqueezeBackward4 of an MmBackward0
+    x2 = input if input.ndim == 2 else input.reshape(-1, input.shape[-1])
     if bias is None:
-        return matmul(input, wt)
-    return composite("AddmmBackward0", lambda: matmul(input, wt) + bias, bias, input, wt)
+        y = matmul(x2, wt)
+    else:
+        y = composite("AddmmBackward0", lambda: matmul(x2, wt) + bias, bias, x2, wt)
+    if input.ndim == 2:
+        return y
+    shape = (*input.shape[:-1], weight.shape[0])
+    if bias is None:
+        return composite("UnsafeViewBackward0", lambda: y.reshape(shape), y)
+    return y.reshape(shape)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):

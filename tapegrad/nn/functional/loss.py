@@ -65,7 +65,8 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         if reduction == "mean":
             return sum(loss) / float(w.sum())
         return _reduce(loss, reduction)
-    return composite("NllLossBackward0", body, input)
+    return composite("NllLoss2DBackward0" if input.ndim >= 3 else "NllLossBackward0", body,
+                     input)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
@@ -97,8 +98,9 @@ def _probability_targets(logp, target, wb, cdim, n_classes, reduction, label_smo
         target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
     per = logp * target if wb is None else logp * wb * target
     loss = -sum(per, cdim)
-    if reduction == "mean":
-        return sum(loss) / (logp.numel() // n_classes)
+    if reduction == "mean":        # PyTorch divides by a C++ scalar here: DivBackward1
+        total = sum(loss)
+        return composite("DivBackward1", lambda: total / (logp.numel() // n_classes), total)
     return _reduce(loss, reduction)
 
 
