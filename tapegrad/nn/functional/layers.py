@@ -18,7 +18,7 @@ def linear(input, weight, bias=None):
     if bias is None:
         y = matmul(x2, wt)
     else:
-        y = composite("AddmmBackward0", lambda: matmul(x2, wt) + bias, bias, x2, wt)
+        y = composite("AddmmBackward0", lambda: bias + matmul(x2, wt), bias, x2, wt)
     if input.ndim == 2:
         return y
     shape = (*input.shape[:-1], weight.shape[0])

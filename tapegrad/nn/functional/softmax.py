@@ -2,6 +2,8 @@
 
 The shift is a constant (computed in NumPy, never recorded): the results do not depend
 on it, so neither do the gradients, and leaving it out of the graph keeps them exact.
+As in PyTorch, logsumexp shifts by 0 where the max is infinite (so a row of -inf gives
+-inf), softmax and log_softmax by the max itself (such a row gives nan).
 """
 import warnings
 
@@ -12,14 +14,19 @@ from ...shape_ops import _wrap_dim
 from ...tensor import Tensor, from_array
 
 
-def _shift(input, dims):
-    """The max of ``input`` over ``dims`` (kept), 0 where that max is not finite."""
+def _quiet():
+    """inf - inf and log(0) are expected here and give what PyTorch gives, silently."""
+    return np.errstate(invalid="ignore", divide="ignore")
+
+
+def _shift(input, dims, finite=False):
+    """The max of ``input`` over ``dims`` (kept); with ``finite``, 0 where it is infinite."""
     arr = input._arr
     if arr.size == 0:
         return from_array(np.zeros([1 if d in dims else n for d, n in enumerate(arr.shape)],
                                    arr.dtype))
     m = np.amax(arr, axis=dims, keepdims=True)
-    return from_array(np.where(np.isfinite(m), m, 0).astype(arr.dtype))
+    return from_array(np.where(np.isfinite(m), m, 0).astype(arr.dtype) if finite else m)
 
 
 def _softmax_dim(input, dim, name):
@@ -41,7 +48,8 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     def body():
         e = (input - _shift(input, (d,))).exp()
         return e / sum(e, d, keepdim=True)
-    return composite("SoftmaxBackward0", body, input)
+    with _quiet():
+        return composite("SoftmaxBackward0", body, input)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
@@ -51,7 +59,8 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     def body():
         z = input - _shift(input, (d,))
         return z - sum(z.exp(), d, keepdim=True).log()
-    return composite("LogSoftmaxBackward0", body, input)
+    with _quiet():
+        return composite("LogSoftmaxBackward0", body, input)
 
 
 def logsumexp(input, dim, keepdim=False):
@@ -63,10 +72,11 @@ def logsumexp(input, dim, keepdim=False):
         dims = tuple(range(input.ndim))
 
     def body():
-        m = _shift(input, dims or ())
+        m = _shift(input, dims or (), finite=True)
         out = sum((input - m).exp(), dims, keepdim=True).log() + m
         return out.squeeze(dims) if dims and not keepdim else out
-    return composite("LogsumexpBackward0", body, input)
+    with _quiet():
+        return composite("LogsumexpBackward0", body, input)
 
 
 def _install():
