@@ -1,5 +1,6 @@
 """Learning-rate schedulers: StepLR and CosineAnnealingLR, with PyTorch's recursive
 formulas (so a schedule matches PyTorch's to the last bit) and closed forms."""
+import functools
 import math
 import warnings
 
@@ -25,6 +26,7 @@ class LRScheduler:
                         "last_epoch >= 0 for a fresh training run (not recommended)")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        _track_step_calls(optimizer)
         self._step_count = 0
         self._is_initial = True
         self.step()
@@ -37,6 +39,14 @@ class LRScheduler:
         return self._last_lr
 
     def step(self, epoch=None):
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+            warnings.warn(
+                "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch "
+                "1.1.0 and later, you should call them in the opposite order: "
+                "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this will "
+                "result in PyTorch skipping the first value of the learning rate schedule. "
+                "See more details at https://pytorch.org/docs/stable/optim.html"
+                "#how-to-adjust-learning-rate", UserWarning, stacklevel=2)
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
@@ -60,6 +70,20 @@ class LRScheduler:
 
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
+
+
+def _track_step_calls(optimizer):
+    """Wrap ``optimizer.step`` once so that it notes it ran (for the warning above)."""
+    step = optimizer.step
+    if getattr(step, "_wrapped_by_lr_sched", False):
+        return
+
+    @functools.wraps(step)
+    def wrapper(*args, **kwargs):
+        optimizer._opt_called = True
+        return step(*args, **kwargs)
+    wrapper._wrapped_by_lr_sched = True
+    optimizer.step = wrapper
 
 
 class StepLR(LRScheduler):
