@@ -4,7 +4,6 @@ values), in-place semantics and errors."""
 import math
 import warnings
 
-import numpy as np
 import pytest
 import torch
 

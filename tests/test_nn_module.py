@@ -5,9 +5,9 @@ import collections
 import numpy as np
 import pytest
 import torch
+from torch_twins import WEIGHTS, mlp, numpy_state
 
 import tapegrad
-from torch_twins import WEIGHTS, mlp, numpy_state
 
 pytestmark = pytest.mark.usefixtures("torch_float64")
 
@@ -96,7 +96,7 @@ def test_attribute_assignment_moves_between_tables(both):
             try:
                 action()
                 errors.append(None)
-            except Exception as e:   # noqa: BLE001 - the message is what is compared
+            except Exception as e:
                 errors.append((type(e).__name__, str(e)))
         return (list(net._parameters), list(net._modules), net.b.tolist(), errors,
                 list(net.state_dict()))
@@ -113,7 +113,7 @@ def test_module_errors_before_init_and_missing_forward(both):
         for action in (Early, lambda: m.nn.Module()(1)):
             try:
                 action()
-            except Exception as e:   # noqa: BLE001
+            except Exception as e:
                 out.append((type(e).__name__, str(e)))
         return out
     a, b = both(program)

@@ -7,9 +7,9 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from torch_twins import X, Y, assert_same_training, mlp, numpy_state, train
 
 import tapegrad
-from torch_twins import X, Y, assert_same_training, mlp, numpy_state, train
 
 pytestmark = pytest.mark.usefixtures("torch_float64")
 

@@ -6,9 +6,9 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from torch_twins import assert_same_training, train
 
 import tapegrad
-from torch_twins import assert_same_training, train
 
 pytestmark = pytest.mark.usefixtures("torch_float64")
 

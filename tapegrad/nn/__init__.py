@@ -1,5 +1,5 @@
 """``tapegrad.nn``: modules, layers, losses, ``functional`` and ``init``, with PyTorch's API."""
-from . import functional, init  # noqa: F401
+from . import functional, init
 from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Softplus, Tanh
 from .container import Sequential
 from .dropout import Dropout

@@ -2,7 +2,7 @@
 
 A step updates each parameter in place under no_grad with one compiled pass
 (``_kernels``) over its values, gradient and state."""
-from . import lr_scheduler  # noqa: F401
+from . import lr_scheduler
 from .adam import Adam, AdamW
 from .optimizer import Optimizer
 from .sgd import SGD

@@ -24,9 +24,9 @@ def softplus(input, beta=1.0, threshold=20.0):
 def gelu(input, approximate="none"):
     """x Phi(x) (``approximate='none'``, through erf) or PyTorch's tanh approximation."""
     if approximate == "none":
-        body = lambda: input * 0.5 * (1.0 + _erf(input * _SQRT_HALF))  # noqa: E731
+        body = lambda: input * 0.5 * (1.0 + _erf(input * _SQRT_HALF))
     elif approximate == "tanh":
-        body = lambda: input * 0.5 * (1.0 + tanh(  # noqa: E731
+        body = lambda: input * 0.5 * (1.0 + tanh(
             _SQRT_2_OVER_PI * (input + 0.044715 * input * input * input)))
     else:
         raise RuntimeError("approximate argument must be either none or tanh.")

@@ -1,5 +1,4 @@
 """linear and dropout."""
-import numpy as np
 
 from ...factories import _rng
 from ...linalg import matmul
