@@ -59,12 +59,12 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     key = (safe,) if input.ndim == 1 else (grid[0], safe, *grid[1:])
     w = valid if weight is None else np.where(valid, weight._arr[safe], 0)
     w = np.asarray(w, input._arr.dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):    # all ignored: nan, as PyTorch
+        scale = _const(-w / w.sum() if reduction == "mean" else -w, input)
 
-    def body():
-        loss = -input[key] * _const(w, input)
-        if reduction == "mean":
-            return sum(loss) / float(w.sum())
-        return _reduce(loss, reduction)
+    def body():     # the sign, the weights and the mean's division in one product
+        loss = input[key] * scale
+        return loss if reduction == "none" else sum(loss)
     return composite("NllLoss2DBackward0" if input.ndim >= 3 else "NllLossBackward0", body,
                      input)
 

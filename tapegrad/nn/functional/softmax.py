@@ -19,14 +19,19 @@ def _quiet():
     return np.errstate(invalid="ignore", divide="ignore")
 
 
-def _shift(input, dims, finite=False):
-    """The max of ``input`` over ``dims`` (kept); with ``finite``, 0 where it is infinite."""
+def _max(input, dims, finite=False):
+    """The max of ``input`` over ``dims`` (kept), a NumPy array; with ``finite``, 0 where
+    it is infinite."""
     arr = input._arr
     if arr.size == 0:
-        return from_array(np.zeros([1 if d in dims else n for d, n in enumerate(arr.shape)],
-                                   arr.dtype))
+        return np.zeros([1 if d in dims else n for d, n in enumerate(arr.shape)], arr.dtype)
     m = np.amax(arr, axis=dims, keepdims=True)
-    return from_array(np.where(np.isfinite(m), m, 0).astype(arr.dtype) if finite else m)
+    return np.where(np.isfinite(m), m, 0).astype(arr.dtype) if finite else m
+
+
+def _minus(input, m):
+    """input - m for a constant m broadcast to input's shape first (no expand entry)."""
+    return input - from_array(np.broadcast_to(m, input.shape).copy())
 
 
 def _softmax_dim(input, dim, name):
@@ -46,7 +51,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
     d = _softmax_dim(input, dim, "softmax")
 
     def body():
-        e = (input - _shift(input, (d,))).exp()
+        e = _minus(input, _max(input, (d,))).exp()
         return e / sum(e, d, keepdim=True)
     with _quiet():
         return composite("SoftmaxBackward0", body, input)
@@ -57,7 +62,7 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     d = _softmax_dim(input, dim, "log_softmax")
 
     def body():
-        z = input - _shift(input, (d,))
+        z = _minus(input, _max(input, (d,)))
         return z - sum(z.exp(), d, keepdim=True).log()
     with _quiet():
         return composite("LogSoftmaxBackward0", body, input)
@@ -72,8 +77,8 @@ def logsumexp(input, dim, keepdim=False):
         dims = tuple(range(input.ndim))
 
     def body():
-        m = _shift(input, dims or (), finite=True)
-        out = sum((input - m).exp(), dims, keepdim=True).log() + m
+        m = _max(input, dims or (), finite=True)
+        out = sum(_minus(input, m).exp(), dims, keepdim=True).log() + from_array(m)
         return out.squeeze(dims) if dims and not keepdim else out
     with _quiet():
         return composite("LogsumexpBackward0", body, input)
