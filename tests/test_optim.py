@@ -81,6 +81,9 @@ def test_step_updates_in_place_and_skips_parameters_without_grad():
     assert a._version == 1 and b._version == 0 and b.grad is None
     assert np.allclose(a.detach().numpy(), 0.9) and np.allclose(shared.numpy(), 1.0)
     assert b not in opt.state and opt.state[a]["step"].item() == 1.0
+    plain = tapegrad.optim.SGD([a, b], lr=0.1)
+    plain.step()
+    assert plain.state_dict()["state"] == {}          # as PyTorch: no momentum, no state
 
 
 def test_step_after_a_recorded_forward_raises_at_backward_like_torch(both):

@@ -28,8 +28,8 @@ class SGD(Optimizer):
         for p in params:
             x = flat(p)
             out = np.empty_like(x)
-            state = self.state[p]
-            buf = state.get("momentum_buffer") if momentum != 0.0 else None
+            state = self.state[p] if momentum != 0.0 else {}
+            buf = state.get("momentum_buffer")
             buf_out = np.empty_like(x) if momentum != 0.0 else out
             _kernels.sgd(out, x, flat(p.grad), buf_out, out if buf is None else flat(buf), lr,
                          momentum, dampening, weight_decay, nesterov, maximize, buf is None)
