@@ -15,7 +15,9 @@ import numpy as np
 from . import dtypes
 from .grad_mode import STATE
 from .tape import live_tape
-from .tensor import Tensor
+from .tensor import Tensor, _norm
+
+_F64 = np.dtype(np.float64)
 
 
 def _note_modified(x):
@@ -93,6 +95,33 @@ def copy_(self, src):
     return _adopt(self, lambda: src.clone() if src._rg and STATE.grad else src.detach())
 
 
+def set_value_(self, value):
+    """``self`` takes the NumPy array ``value`` (its shape; cast to its dtype) as its value
+    in place, unrecorded: the way optimizers and initialisers write parameters under
+    no_grad (``_adopt`` of an unrecorded result, without building that result).
+    ``value`` must not be shared: arrays of tensors are never written to."""
+    _check(self)
+    d = self._d
+    if value.dtype != (_F64 if d.__class__ is float else d.dtype):
+        value = value.astype(_F64 if d.__class__ is float else d.dtype)
+    _note_modified(self)
+    self._d = _norm(value)
+    self._tid = 0
+    self._version += 1
+    return self
+
+
+def uniform_(self, a=0.0, b=1.0):
+    """Fill with samples of U(a, b) from tapegrad's generator (``manual_seed``)."""
+    from .factories import _rng
+    return set_value_(self, _rng[0].uniform(a, b, self._arr.shape))
+
+
+def normal_(self, mean=0.0, std=1.0):
+    from .factories import _rng
+    return set_value_(self, _rng[0].normal(mean, std, self._arr.shape))
+
+
 def setitem(self, key, value):
     """``x[key] = value``: in place; gradients flow to the untouched elements of x."""
     _check(self)
@@ -137,6 +166,7 @@ def _install():
     T.__ipow__ = T.pow_
     T.clamp_ = T.clip_ = clamp_
     T.zero_, T.fill_, T.copy_ = zero_, fill_, copy_
+    T.uniform_, T.normal_ = uniform_, normal_
     T.__setitem__ = setitem
 
 

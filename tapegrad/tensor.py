@@ -43,6 +43,7 @@ class Tensor:
     _retains = False
     _inference = False
     _version = 0
+    _is_param = False   # set on the marked Tensors that tapegrad.nn.Parameter makes
     __array_priority__ = 1000  # NumPy defers to Tensor's reflected operators
 
     def __init__(self, data=(), dtype=None):
@@ -256,7 +257,8 @@ class Tensor:
             extra.append(f"grad_fn=<{self.grad_fn.name()}>")
         elif self._rg:
             extra.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+        text = "tensor(" + body + "".join(", " + e for e in extra) + ")"
+        return "Parameter containing:\n" + text if self._is_param else text
 
     # -- autograd --------------------------------------------------------------------
     def register_hook(self, hook):

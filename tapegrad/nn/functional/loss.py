@@ -1,0 +1,134 @@
+"""Losses: mse_loss, nll_loss / cross_entropy (class indices or class probabilities),
+binary_cross_entropy_with_logits; each shows as PyTorch's one Node in graph views."""
+import warnings
+
+import numpy as np
+
+from ...reductions import composite, sum
+from ...tensor import from_array
+from .activation import _softplus
+from .softmax import log_softmax
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _check_reduction(reduction):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _reduce(loss, reduction):
+    return loss if reduction == "none" else loss.mean() if reduction == "mean" else loss.sum()
+
+
+def _const(arr, like):
+    return from_array(np.asarray(arr, like._arr.dtype))
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    _check_reduction(reduction)
+    if target.shape != input.shape:
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input "
+                      f"size ({input.shape}). This will likely lead to incorrect results due "
+                      "to broadcasting. Please ensure they have the same size.", stacklevel=2)
+
+    def body():
+        d = input - target
+        return _reduce(d * d, reduction)
+    return composite("MseLossBackward0", body, input, target)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """-input[n, target[n], ...] (times the class weight), over an (N, C, ...) or (C,) input."""
+    _check_reduction(reduction)
+    t = target._arr
+    if t.dtype.kind not in "iu":
+        raise RuntimeError("expected target dtype to be Long or Byte, but got "
+                           f"{target.dtype.name.capitalize()}")
+    if input.ndim >= 2 and input.shape[0] != t.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({t.shape[0]}).")
+    n_classes = input.shape[1 if input.ndim >= 2 else 0]
+    valid = t != ignore_index
+    bad = t[valid & ((t < 0) | (t >= n_classes))]
+    if bad.size:
+        raise IndexError(f"Target {bad.flat[0]} is out of bounds.")
+    safe = np.where(valid, t, 0)
+    grid = np.indices(t.shape)
+    key = (safe,) if input.ndim == 1 else (grid[0], safe, *grid[1:])
+    w = valid if weight is None else np.where(valid, weight._arr[safe], 0)
+    w = np.asarray(w, input._arr.dtype)
+    with np.errstate(invalid="ignore", divide="ignore"):    # all ignored: nan, as PyTorch
+        scale = _const(-w / w.sum() if reduction == "mean" else -w, input)
+
+    def body():     # the sign, the weights and the mean's division in one product
+        loss = input[key] * scale
+        return loss if reduction == "none" else sum(loss)
+    return composite("NllLoss2DBackward0" if input.ndim >= 3 else "NllLossBackward0", body,
+                     input)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """log_softmax over the class dim (1, or 0 for an unbatched input), then the NLL of
+    class-index targets or the cross entropy with class-probability targets."""
+    _check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
+                           f"{label_smoothing}")
+    cdim = 1 if input.ndim >= 2 else 0
+    logp = log_softmax(input, cdim)
+    n_classes = input.shape[cdim]
+    wshape = [n_classes if d == cdim else 1 for d in range(input.ndim)]
+    wb = None if weight is None else _const(weight._arr.reshape(wshape), input)
+    if target.dtype.is_floating_point and target.shape == input.shape:
+        return _probability_targets(logp, target, wb, cdim, n_classes, reduction,
+                                    label_smoothing)
+    loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing == 0.0:
+        return loss
+    return (1.0 - label_smoothing) * loss + _smoothing(logp, target, weight, wb, cdim,
+                                                       ignore_index, reduction) * \
+        (label_smoothing / n_classes)
+
+
+def _probability_targets(logp, target, wb, cdim, n_classes, reduction, label_smoothing):
+    if label_smoothing > 0.0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / n_classes
+    per = logp * target if wb is None else logp * wb * target
+    loss = -sum(per, cdim)
+    if reduction == "mean":        # PyTorch divides by a C++ scalar here: DivBackward1
+        total = sum(loss)
+        return composite("DivBackward1", lambda: total / (logp.numel() // n_classes), total)
+    return _reduce(loss, reduction)
+
+
+def _smoothing(logp, target, weight, wb, cdim, ignore_index, reduction):
+    """The label-smoothing term of class-index targets, normalised as nll_loss is."""
+    ignored = target._arr == ignore_index
+    per = logp if wb is None else logp * wb
+    smooth = -sum(per, cdim) * _const(~ignored, logp)
+    if reduction == "mean":
+        if weight is None:
+            return sum(smooth) / float((~ignored).sum())
+        return sum(smooth) / float(weight._arr[target._arr[~ignored]].sum())
+    return _reduce(smooth, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): stable for any logit x."""
+    _check_reduction(reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+
+    def body():
+        sp = _softplus(-input)
+        if pos_weight is not None:
+            sp = sp * ((pos_weight - 1.0) * target + 1.0)
+        loss = (1.0 - target) * input + sp
+        return _reduce(loss if weight is None else loss * weight, reduction)
+    return composite("BinaryCrossEntropyWithLogitsBackward0", body, input, target)
+
