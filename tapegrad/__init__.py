@@ -20,7 +20,7 @@ from .factories import (arange, as_tensor, empty, empty_like, eye, from_numpy, f
                         linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                         randn_like, tensor, zeros, zeros_like)
 from . import autograd, inplace, nn, optim  # noqa: E402, F401
-from .replay import grad, trace, value_and_grad  # noqa: E402, F401
+from .replay import grad, load, trace, value_and_grad  # noqa: E402, F401
 from .nn.functional import log_softmax, logsumexp, softmax  # noqa: E402, F401
 
 globals().update(_EW)

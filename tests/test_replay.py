@@ -256,3 +256,46 @@ def test_tracing_leaves_eager_mode_untouched():
     assert m.grad_fn is None and m.is_leaf
     trace(lambda a: (a * (a > 0)).sum(), tg.tensor([1.0]))
     assert (x > 0).is_leaf
+
+
+def test_save_load_round_trip_in_another_process(tmp_path):
+    import subprocess
+    import sys
+    tr = trace(piecewise, tg.tensor(0.5))
+    tr.grad(tg.tensor(-1.0))                    # two recordings
+    path = tmp_path / "pw.npz"
+    tr.save(path)
+    code = ("import tapegrad as tg\n"
+            f"tr = tg.load({str(path)!r})\n"
+            "print(tr.grad(tg.tensor(0.25)).item(), tr.grad(tg.tensor(-2.0)).item())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert float(out[0]) == np.cos(0.25) and float(out[1]) == -4.0
+    loaded = tg.load(path)
+    with pytest.raises(GuardFailure, match="loaded tape cannot record"):
+        loaded.grad(tg.tensor(3.0))             # a third branch: no function to record
+
+
+def test_files_of_another_format_version_are_refused(tmp_path):
+    import json
+    tr = trace(piecewise, tg.tensor(0.5))
+    path = tmp_path / "t.npz"
+    tr.save(path)
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(bytes(arrays["__header__"]).decode())
+    header["version"] = 99
+    arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), np.uint8)
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="format version 99 is not supported"):
+        tg.load(path)
+
+
+def test_pickling_keeps_the_tapes_and_a_module_level_function():
+    import pickle
+    tr = trace(piecewise, tg.tensor(0.5))
+    again = pickle.loads(pickle.dumps(tr))
+    assert again.grad(tg.tensor(0.3)).item() == np.cos(0.3)
+    assert again.grad(tg.tensor(2.0)).item() == np.exp(2.0)   # re-records: fn came along
+    lam = pickle.loads(pickle.dumps(trace(lambda x: x * 3, tg.tensor(1.0))))
+    assert lam.grad(tg.tensor(5.0)).item() == 3.0

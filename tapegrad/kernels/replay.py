@@ -88,7 +88,10 @@ def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
         a, b = A[i], B[i]
         oi = OFF[i]
         n = size_of(META, IAUX, i)
-        if op <= EW_LAST or COMPARE_FIRST <= op <= COMPARE_LAST:
+        if op <= EW_LAST and META[i] < 0:     # the scalar hot path
+            V[oi] = ew_fwd(op, V[OFF[a]] if a >= 0 else C[i], V[OFF[b]] if b >= 0 else C[i],
+                           C2[i])
+        elif op <= EW_LAST or COMPARE_FIRST <= op <= COMPARE_LAST:
             oa = OFF[a] if a >= 0 else 0
             ob = OFF[b] if b >= 0 else 0
             c, c2 = C[i], C2[i]
@@ -108,6 +111,9 @@ def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
             nd = IAUX[m + 1]
             e = m + 2 + nd
             base = OFF[a] + IAUX[e]
+            if nd == 0:
+                V[oi] = V[base]
+                continue
             offsets(IAUX, m + 2, e + 1, nd, omap)
             for k in range(n):
                 V[oi + k] = V[base + omap[k]]
@@ -174,6 +180,44 @@ def guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
                             best, bv = j, x
                     if IAUX[idx + p * inner + q] != (p * n + best) * inner + q:
                         return False
+    return True
+
+
+@njit(**_JIT)
+def value_and_grad(x, ins, out, schedule, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live,
+                   scratch, omap, GK, GE, GS, GN, GV, grad):
+    """One replayed gradient in one call: load ``x`` (the inputs' values, flattened and
+    concatenated) into the inputs' entries, recompute, check the guards, sweep back
+    from entry ``out`` and write the inputs' adjoints into ``grad``.  Returns False (and
+    computes nothing more) if a guard fails."""
+    pos = 0
+    for e in ins:
+        o = OFF[e]
+        for k in range(size_of(META, IAUX, e)):
+            V[o + k] = x[pos]
+            pos += 1
+    status, _ = forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap)
+    if status != DONE or not guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
+        return False
+    for i in schedule:                  # clear what the last sweep left
+        if live[i]:
+            live[i] = 0
+            for k in range(size_of(META, IAUX, i)):
+                G[OFF[i] + k] = 0.0
+    for e in ins:
+        live[e] = 0
+        for k in range(size_of(META, IAUX, e)):
+            G[OFF[e] + k] = 0.0
+    G[OFF[out]] = 1.0
+    live[out] = 1
+    sweep(out, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap,
+          np.iinfo(np.int64).max, -1, False, 0)
+    pos = 0
+    for e in ins:
+        o = OFF[e]
+        for k in range(size_of(META, IAUX, e)):
+            grad[pos] = G[o + k]
+            pos += 1
     return True
 
 

@@ -122,6 +122,9 @@ def _gather(i, A, OFF, META, IAUX, G, omap):
     e = m + 2 + nd
     base = OFF[A[i]] + IAUX[e]
     oi = OFF[i]
+    if nd == 0:            # one element (x[i] of a vector): no offset map
+        G[base] += G[oi]
+        return
     offsets(IAUX, m + 2, e + 1, nd, omap)
     for k in range(IAUX[m]):
         G[base + omap[k]] += G[oi + k]

@@ -9,7 +9,7 @@ replay kernels then read and write.
 import numpy as np
 
 from ..grad_mode import STATE, enable_grad
-from ..kernels.replay import forward, guards_hold
+from ..kernels.replay import forward, guards_hold, value_and_grad
 from ..kernels.reverse import DONE
 from ..tape import Tape
 from ..tensor import Tensor, from_array
@@ -38,6 +38,16 @@ class Record:
         self._pack_guards()
         self.max_size = max([self.size(i) for i in range(self.n)] + [1])
         self.top = max(self.outs + (list(grads) if grads else []))
+        self._work()
+
+    def _work(self):
+        """Work arrays of the compiled replay, allocated once."""
+        self.G = np.zeros(self.nv)
+        self.live = np.zeros(self.n, np.uint8)
+        self.scratch = np.empty(2 * self.max_size)
+        self.omap = np.empty(self.max_size, np.int64)
+        self.ins_arr = np.array(self.ins, np.int64)
+        self.n_in = sum(self.size(e) for e in self.ins)
 
     def _pack_guards(self):
         g = self.guard_list
@@ -75,12 +85,20 @@ class Record:
     def run_forward(self):
         """Recompute every entry; True if the guards hold for the new values."""
         status, i = forward(self.schedule, self.OP, self.A, self.B, self.C, self.C2, self.OFF,
-                            self.META, self.IAUX, self.V, np.empty(self.max_size, np.int64))
+                            self.META, self.IAUX, self.V, self.omap)
         if status != DONE:
             raise ReplayError("a custom autograd.Function cannot be replayed (its forward is "
                               "Python); call the function eagerly instead")
         return guards_hold(self.GK, self.GE, self.GS, self.GN, self.GV, self.OFF, self.META,
                            self.IAUX, self.V)
+
+    def value_and_grad(self, x, grad):
+        """Replay at the flat inputs ``x`` and write d(output)/d(inputs) into ``grad``
+        (one compiled call); False if a guard fails."""
+        return value_and_grad(x, self.ins_arr, self.outs[0], self.schedule, self.OP, self.A,
+                              self.B, self.C, self.C2, self.OFF, self.META, self.IAUX,
+                              self.FLAGS, self.V, self.G, self.live, self.scratch, self.omap,
+                              self.GK, self.GE, self.GS, self.GN, self.GV, grad)
 
     def failed_guard(self):
         """(file, line) of the first guard that does not hold now."""
@@ -94,6 +112,9 @@ class Record:
 
 
 def _freeze(t, xs, outs, rec, grads):
+    if t.hooks:
+        raise ReplayError("tensor hooks run Python during backward: a function that "
+                          "registers them cannot be traced for replay")
     t.flush()
     n = t.n
     cols = {name: getattr(t, name)[:n].copy() for name in _COLS}

@@ -100,6 +100,9 @@ class Traced:
             where = pool[0].failed_guard()
             why = (f"guard at {where[0]}:{where[1]} failed" if where
                    else "guards failed")
+            if self.fn is None:
+                raise GuardFailure(f"the inputs take another path than the recordings ({why}), "
+                                   "and a loaded tape cannot record its function again")
             if self.on_guard_failure == "error":
                 raise GuardFailure(f"the inputs take another path than the recording: {why}")
         else:
@@ -129,13 +132,25 @@ class Traced:
         return value, grads[0] if single else tuple(grads)
 
     def _value_and_grads(self, args, nums):
-        r = self._ready(self._arrays(args))
-        if r.out_tuple or r.size(r.outs[0]) != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        G = self._reverse(r, [np.ones(1)])
-        return self._outputs(r), [_tensor(G[r.OFF[r.ins[k]]:r.OFF[r.ins[k]] + r.size(r.ins[k])]
-                                          .reshape(self.shapes[k]), self.dtypes[k])
-                                  for k in nums]
+        arrays = self._arrays(args)
+        x = np.concatenate([a.reshape(-1) for a in arrays]) if len(arrays) > 1 else \
+            arrays[0].reshape(-1)
+        for attempt in range(2):
+            for r in self.records:
+                if r.out_tuple or r.size(r.outs[0]) != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                flat = np.empty(r.n_in)
+                if r.value_and_grad(x, flat):
+                    grads, pos = [], 0
+                    for k, s in enumerate(self.shapes):
+                        size = arrays[k].size
+                        if k in nums:
+                            grads.append(_tensor(flat[pos:pos + size].reshape(s),
+                                                 self.dtypes[k]))
+                        pos += size
+                    return self._outputs(r), grads
+            self._ready(arrays)          # records this branch (or raises GuardFailure)
+        raise ReplayError("internal error: a fresh recording failed its own guards")
 
     def grad(self, *args):
         return self.value_and_grad(*args)[1]
@@ -225,6 +240,29 @@ class Traced:
     def explain(self):
         """Why each recording was made, oldest first."""
         return list(self.log)
+
+    # -- persistence -----------------------------------------------------------------
+    def save(self, path):
+        """Write the recordings to ``path`` (``.npz``); ``tapegrad.load`` reads them back."""
+        from .serialize import save
+        save(self, path)
+
+    def __getstate__(self):
+        from .serialize import to_bytes
+        import pickle
+        try:
+            fn = pickle.dumps(self.fn)        # a function that pickles by reference
+        except (pickle.PicklingError, AttributeError, TypeError):
+            fn = None                          # (a lambda): the tapes alone travel
+        return {"tapes": to_bytes(self), "fn": fn, "mode": self.on_guard_failure}
+
+    def __setstate__(self, st):
+        from .serialize import from_bytes
+        import pickle
+        from_bytes(self, st["tapes"])
+        self.fn = None if st["fn"] is None else pickle.loads(st["fn"])
+        if self.fn is not None:
+            self.on_guard_failure, self.optimize = st["mode"], True
 
 
 def trace(fn, *example_args, on_guard_failure="retrace", argnums=None, optimize=True):
