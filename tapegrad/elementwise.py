@@ -290,8 +290,21 @@ FUNCTIONS = {}
 for _op in EW_OPS:
     if _op.name != "clamp":
         FUNCTIONS[_op.name] = (_make_unary if _op.arity == 1 else _make_binary)(_op)
-add, sub, mul, div, pow, neg, abs, reciprocal = (
-    FUNCTIONS[n] for n in ("add", "sub", "mul", "div", "pow", "neg", "abs", "reciprocal"))
+add, sub, mul, div, neg, abs, reciprocal = (
+    FUNCTIONS[n] for n in ("add", "sub", "mul", "div", "neg", "abs", "reciprocal"))
+_pow, _square = FUNCTIONS["pow"], FUNCTIONS["square"]
+
+
+def pow(input, exponent):
+    """``input ** exponent``.  With the Python number 2 it is recorded as ``square``
+    (a PowBackward0 as well): the same values, rules without a libm ``pow``."""
+    if exponent.__class__ in (int, float) and exponent == 2 and input.__class__ is Tensor \
+            and input.dtype.is_floating_point:
+        return _square(input)
+    return _pow(input, exponent)
+
+
+FUNCTIONS["pow"] = pow
 
 
 def clamp(input, min=None, max=None):

@@ -44,6 +44,7 @@ def state(traced):
               "dtypes": [np.dtype(d).str for d in traced.dtypes],
               "static": [[p, repr(v)] for p, v in traced.static],
               "argnums": traced.argnums, "log": traced.log,
+              "compile_after": traced.compile_after,
               "records": [_record_state(r, f"r{k}_", arrays) for k, r in enumerate(traced.records)],
               "second": [_record_state(r, f"s{k}_", arrays) for k, r in enumerate(traced.second)]}
     return header, arrays
@@ -58,6 +59,7 @@ def restore(traced, header, arrays):
     traced.fn = None
     traced.on_guard_failure = "error"
     traced.optimize = False
+    traced.replays, traced.compile_after = 0, header.get("compile_after", 1000)
     traced.shapes = [tuple(s) for s in header["shapes"]]
     traced.dtypes = [np.dtype(d) for d in header["dtypes"]]
     traced.static = [(p, _literal(v)) for p, v in header["static"]]

@@ -50,12 +50,14 @@ class Traced:
     are static (they must equal the example's)."""
 
     def __init__(self, fn, *example_args, on_guard_failure="retrace", argnums=None,
-                 optimize=True):
+                 optimize=True, compile_after=1000):
         if on_guard_failure not in ("retrace", "error"):
             raise ValueError("on_guard_failure must be 'retrace' or 'error'")
         self.fn = fn
         self.on_guard_failure = on_guard_failure
         self.optimize = optimize
+        self.compile_after = compile_after     # replays before a recording is compiled
+        self.replays = 0
         arrays, self.dtypes, self.static = _split_args(example_args)
         if not arrays:
             raise ReplayError("trace needs at least one tensor (or float) argument to trace")
@@ -135,22 +137,50 @@ class Traced:
         arrays = self._arrays(args)
         x = np.concatenate([a.reshape(-1) for a in arrays]) if len(arrays) > 1 else \
             arrays[0].reshape(-1)
+        self.replays += 1
+        if self.compile_after is not None and self.replays == self.compile_after:
+            self.compile(strict=False)
         for attempt in range(2):
             for r in self.records:
                 if r.out_tuple or r.size(r.outs[0]) != 1:
                     raise RuntimeError("grad can be implicitly created only for scalar outputs")
                 flat = np.empty(r.n_in)
-                if r.value_and_grad(x, flat):
-                    grads, pos = [], 0
-                    for k, s in enumerate(self.shapes):
-                        size = arrays[k].size
-                        if k in nums:
-                            grads.append(_tensor(flat[pos:pos + size].reshape(s),
-                                                 self.dtypes[k]))
-                        pos += size
-                    return self._outputs(r), grads
+                native = getattr(r, "native", None)
+                if native is not None:
+                    value = native(x, flat)
+                    if value is not None:
+                        return _tensor(value), self._split(flat, arrays, nums)
+                elif r.value_and_grad(x, flat):
+                    return self._outputs(r), self._split(flat, arrays, nums)
             self._ready(arrays)          # records this branch (or raises GuardFailure)
         raise ReplayError("internal error: a fresh recording failed its own guards")
+
+    def _split(self, flat, arrays, nums):
+        grads, pos = [], 0
+        for k, s in enumerate(self.shapes):
+            size = arrays[k].size
+            if k in nums:
+                grads.append(_tensor(flat[pos:pos + size].reshape(s), self.dtypes[k]))
+            pos += size
+        return grads
+
+    def compile(self, strict=True):
+        """Lower each recording of scalar code to native code through LLVM (see
+        ``llvm_tape``); later gradients run it.  ``strict``: raise ``CompileError``
+        for a recording the compiled tier cannot lower (else it stays interpreted).
+        Returns the compile time in seconds."""
+        import time
+        from .llvm_tape import CompiledTape, CompileError
+        t0 = time.perf_counter()
+        for r in self.records:
+            if getattr(r, "native", None) is None:
+                try:
+                    r.native = CompiledTape(r)
+                except CompileError:
+                    if strict:
+                        raise
+        self.compile_seconds = time.perf_counter() - t0
+        return self.compile_seconds
 
     def grad(self, *args):
         return self.value_and_grad(*args)[1]
@@ -265,7 +295,8 @@ class Traced:
             self.on_guard_failure, self.optimize = st["mode"], True
 
 
-def trace(fn, *example_args, on_guard_failure="retrace", argnums=None, optimize=True):
+def trace(fn, *example_args, on_guard_failure="retrace", argnums=None, optimize=True,
+          compile_after=1000):
     """Record ``fn`` at ``example_args`` for replay: see ``Traced``."""
     return Traced(fn, *example_args, on_guard_failure=on_guard_failure, argnums=argnums,
-                  optimize=optimize)
+                  optimize=optimize, compile_after=compile_after)

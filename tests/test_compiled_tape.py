@@ -1,0 +1,90 @@
+"""Compiled tapes (llvmlite): the same values and gradients as the interpreted replay."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.ops.table import BINARY, UNARY
+from tapegrad.replay import trace
+from tapegrad.replay.llvm_tape import CompileError
+from test_higher_order import _away_from_kinks
+from test_op_table import _call, _inputs
+from test_replay import _random_program, piecewise
+
+RNG = np.random.default_rng(17)
+
+
+def _both(fn, example, points):
+    interpreted = trace(fn, *example, compile_after=None)
+    compiled = trace(fn, *example, compile_after=None)
+    for p in points:                      # record every branch first, then compile
+        compiled.value_and_grad(*p)
+    compiled.compile()
+    assert all(getattr(r, "native", None) is not None for r in compiled.records)
+    for p in points:
+        v1, g1 = interpreted.value_and_grad(*p)
+        v2, g2 = compiled.value_and_grad(*p)
+        assert v1.item() == v2.item() or (np.isnan(v1.item()) and np.isnan(v2.item()))
+        for a, b in zip(g1 if isinstance(g1, tuple) else (g1,), g2 if isinstance(g2, tuple)
+                        else (g2,)):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)
+def test_every_elementwise_op_compiles_to_the_interpreters_results(op):
+    def arrays():
+        a = [_inputs(op.domain, (3,))] + ([_inputs(op.domain_y, (3,))] if op.arity == 2 else [])
+        return _away_from_kinks(op, a)
+
+    def program(*vs):          # scalar code: elements of the vectors, op by op
+        return sum(_call(op, *[v[k] for v in vs]) * (k + 1.0) for k in range(3))
+    pts = [tuple(tg.tensor(a) for a in arrays()) for _ in range(3)]
+    _both(program, pts[0], pts)
+
+
+def test_python_numbers_where_comparisons_and_branches_compile():
+    def f(x):
+        a, b = x[0], x[1]
+        y = tg.where(a > b, a * 2.0, 1.0 - b) + 3.0 / (a * a + 1.0)
+        return piecewise(y) + (a ** 2.5 if a > 0 else -a)
+    pts = [(tg.tensor(RNG.uniform(-2, 2, 2)),) for _ in range(8)]
+    _both(f, pts[0], pts)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_scalar_programs_compile(seed):
+    rng = np.random.default_rng(seed)
+    f = _random_program(rng)
+
+    def scalar(x, w):           # the same program on 0-d values
+        return f(x.reshape(1), w.reshape(1))
+    pts = [(tg.tensor(rng.uniform(-1, 1)), tg.tensor(rng.uniform(-1, 1))) for _ in range(3)]
+    tr = trace(scalar, *pts[0], compile_after=None)
+    try:
+        tr.compile()
+    except CompileError:       # (the program used a vector op: the interpreter handles it)
+        return
+    _both(scalar, pts[0], pts)
+
+
+def test_array_code_is_refused_or_left_interpreted():
+    tr = trace(lambda x: (x.sin() * x).sum(), tg.tensor([1.0, 2.0]), compile_after=None)
+    with pytest.raises(CompileError, match="scalar code only"):
+        tr.compile()
+    tr.compile(strict=False)
+    assert tr.grad(tg.tensor([0.0, 1.0])).numpy()[0] == 0.0
+
+
+def test_compiles_automatically_after_some_replays():
+    tr = trace(lambda x: (x * x).sin(), tg.tensor(0.5), compile_after=3)
+    for _ in range(3):
+        assert getattr(tr.records[0], "native", None) is None
+        tr.grad(tg.tensor(0.7))
+    assert tr.records[0].native is not None
+    assert tr.grad(tg.tensor(0.7)).item() == pytest.approx(2 * 0.7 * np.cos(0.49))
+
+
+def test_a_failed_guard_in_compiled_code_re_records():
+    tr = trace(piecewise, tg.tensor(0.5), compile_after=None)
+    tr.compile()
+    assert tr.grad(tg.tensor(3.0)).item() == np.exp(3.0)
+    assert len(tr.records) == 2
