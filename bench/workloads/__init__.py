@@ -1,4 +1,5 @@
 """Workload registry, in run order."""
-from . import first_gradient, mlp, scalar_chain, small_vector_ops
+from . import faw, first_gradient, mlp, replay, scalar_chain, small_vector_ops
 
-WORKLOADS = {w.NAME: w for w in (scalar_chain, small_vector_ops, mlp, first_gradient)}
+WORKLOADS = {w.NAME: w for w in (scalar_chain, faw, small_vector_ops, mlp, replay,
+                                 first_gradient)}
