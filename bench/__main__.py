@@ -45,8 +45,16 @@ def _names(text, known, what):
     return names
 
 
-def _size(text):
-    return int(text) if text.isdigit() else text
+def _sizes(options, workloads):
+    """--sizes 100,1000 (every workload) / --sizes faw:100,1000 (one) -> {name or None: sizes}."""
+    out = {}
+    for opt in options or ():
+        name, _, values = opt.rpartition(":")
+        if name and name not in workloads:
+            raise SystemExit(f"unknown workload in --sizes: {name}")
+        out[name or None] = [int(v) if v.strip().isdigit() else v.strip()
+                             for v in values.split(",") if v.strip()]
+    return out
 
 
 def parse(argv):
@@ -57,9 +65,9 @@ def parse(argv):
     p.add_argument("--workloads", default=",".join(WORKLOADS),
                    help=f"comma list of {', '.join(WORKLOADS)} (default: all)")
     p.add_argument("--frameworks", default=None, help="comma list (default: all; see below)")
-    p.add_argument("--sizes", default=None,
-                   help="comma list of problem sizes instead of each workload's own (e.g. "
-                        "--workloads faw --sizes 100,300; first_gradient: cold,warm)")
+    p.add_argument("--sizes", action="append", metavar="[WORKLOAD:]SIZES",
+                   help="problem sizes instead of the workload's own, for every workload or "
+                        "for one, repeatable: --sizes faw:100,300 --sizes first_gradient:cold")
     p.add_argument("--quick", action="store_true",
                    help="every workload at tiny sizes, few repeats: the smoke run of the tests")
     p.add_argument("--repeats", type=int, default=None,
@@ -91,7 +99,7 @@ def main(argv=None):
     workloads = [WORKLOADS[n] for n in _names(args.workloads, list(WORKLOADS), "workload")]
     frameworks = (set(_names(args.frameworks, list(DESCRIPTIONS), "framework"))
                   if args.frameworks else None)
-    sizes = [_size(s.strip()) for s in args.sizes.split(",")] if args.sizes else None
+    sizes = _sizes(args.sizes, WORKLOADS)
     plan = Plan(args.repeats, args.warmup, args.quick, not args.no_limits, args.corrupt_grad)
     cases = plan_cases(workloads, frameworks, sizes, args.quick)
     total = sum(len(fws) for _, _, fws in cases)

@@ -174,6 +174,7 @@ def run_case(wl, fw: str, cfg: Config, plan: Plan, ref, tapegrad_out=None):
         return new_row(wl, fw, cfg, status="skipped",
                        message=f"above its size limit {limit:g}: {why}"), None
     row = new_row(wl, fw, cfg)
+    gc.collect()  # the previous case's garbage is not ours (micrograd leaves millions of cycles)
     try:
         impl = wl.build(fw, cfg)
     except Missing as e:
@@ -182,7 +183,6 @@ def run_case(wl, fw: str, cfg: Config, plan: Plan, ref, tapegrad_out=None):
         return {**row, "status": "error", "message": "build: " + _short(e)}, None
     row.update(note=impl.note, prep_s=impl.prep_s)
     stage = "check"
-    gc.collect()  # once per case, so the previous case's garbage is not ours
     try:
         # correctness first: a wrong answer is reported, never timed
         t_first, out = _once(impl)
@@ -243,12 +243,14 @@ def add_ratios(rows: list[dict]) -> None:
             r[f"vs_{other}"] = r["median_s"] / b if b else None
 
 
-def plan_cases(workloads, frameworks: set | None, sizes: list | None, quick: bool):
-    """[(workload, config, [framework, ...]), ...] in run order."""
+def plan_cases(workloads, frameworks: set | None, sizes: dict, quick: bool):
+    """[(workload, config, [framework, ...]), ...] in run order.  ``sizes``: {workload
+    name or None (every workload): sizes to run instead of the workload's own}."""
     cases = []
     for wl in workloads:
         fws = [f for f in wl.FRAMEWORKS if frameworks is None or f in frameworks]
-        for size in sizes or (wl.QUICK_SIZES if quick else wl.SIZES):
+        default = wl.QUICK_SIZES if quick else wl.SIZES
+        for size in sizes.get(wl.NAME, sizes.get(None, default)):
             for cfg in wl.configs(size, quick):
                 if fws:
                     cases.append((wl, cfg, fws))

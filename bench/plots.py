@@ -3,9 +3,12 @@ log axes next to the speed-up over PyTorch (torch's time / this time, same run);
 whose sizes are labels (first_gradient) get grouped bars instead."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
-DPI = 80
+from .frameworks import DESCRIPTIONS
+
+DPI = 100
 SIZE = (10, 3.8)
 
 
@@ -22,6 +25,13 @@ def _series(rows):
     return {k: sorted(v, key=lambda p: p[0]) for k, v in out.items()}
 
 
+def _color(fw):
+    """The same colour for a framework in every plot: tab10 in DESCRIPTIONS order, then greys."""
+    names = list(DESCRIPTIONS)
+    i = names.index(fw) if fw in names else len(names)
+    return f"C{i}" if i < 10 else ("black", "grey", "silver")[min(i - 10, 2)]
+
+
 def _label(fw, dtype, dtypes):
     return fw if len(dtypes) == 1 else f"{fw} ({dtype})"
 
@@ -32,8 +42,8 @@ def _size_plot(plt, wl, rows, xlabel):
     fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=SIZE)
     torch = {(x, r["dtype"]): r["median_s"] for (fw, _), pts in series.items() if fw == "torch"
              for x, r in pts}
-    for i, ((fw, dt), pts) in enumerate(sorted(series.items())):
-        style = dict(marker="o", ms=4, color=f"C{i % 10}", ls="--" if dt == "float32" else "-",
+    for (fw, dt), pts in sorted(series.items()):
+        style = dict(marker="o", ms=4, color=_color(fw), ls="--" if dt == "float32" else "-",
                      label=_label(fw, dt, dtypes))
         xs = [x for x, _ in pts]
         ax_t.plot(xs, [r["median_s"] for _, r in pts], **style)
@@ -60,11 +70,19 @@ def _label_plot(plt, wl, rows):
     for i, fw in enumerate(fws):
         med = {r["size"]: r["median_s"] for r in rows if r["framework"] == fw}
         ys = [j + i * height for j, lab in enumerate(labels) if lab in med]
-        ax.barh(ys, [med[lab] for lab in labels if lab in med], height, label=fw, color=f"C{i}")
+        ax.barh(ys, [med[lab] for lab in labels if lab in med], height, label=fw, color=_color(fw))
     ax.set_yticks([j + 0.4 - height / 2 for j in range(len(labels))], labels)
     ax.set(xlabel="seconds (median)", title=wl)
     ax.legend(fontsize=7)
     return fig
+
+
+def _save_small(fig, path):
+    """A 256-colour palette PNG: about a third of matplotlib's RGBA file."""
+    from PIL import Image               # Pillow: a dependency of matplotlib
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=DPI)
+    Image.open(buf).convert("RGB").quantize(256).save(path, optimize=True)
 
 
 def write_plots(rows, workloads, outdir) -> list[Path]:
@@ -85,7 +103,7 @@ def write_plots(rows, workloads, outdir) -> list[Path]:
         fig = _size_plot(plt, wl.NAME, ok, wl.XLABEL) if wl.XLABEL else _label_plot(plt, wl.NAME, ok)
         fig.tight_layout()
         path = outdir / f"{wl.NAME}.png"
-        fig.savefig(path, dpi=DPI)
+        _save_small(fig, path)
         plt.close(fig)
         paths.append(path)
     return paths

@@ -100,7 +100,7 @@ def test_wrong_gradient_fails_loudly(tmp_path):
     """The --corrupt-grad test hook perturbs one framework's gradient before the check."""
     out = tmp_path / "r.json"
     proc = bench("--workloads", "scalar_chain", "--frameworks", "tapegrad,micrograd",
-                 "--sizes", "4,6", "--repeats", "2", "--corrupt-grad", "micrograd",
+                 "--sizes", "scalar_chain:4,6", "--repeats", "2", "--corrupt-grad", "micrograd",
                  "--json", str(out), "--plots", str(tmp_path))
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
