@@ -202,8 +202,8 @@ def run_case(wl, fw: str, cfg: Config, plan: Plan, ref, tapegrad_out=None):
             if not rss_pending:
                 return _once(impl)
             rss_pending = False
-            out, row["peak_rss_bytes"] = memory.peak_rss_growth(lambda: _once(impl))
-            return out
+            sample, row["peak_rss_bytes"] = memory.peak_rss_growth(lambda: _once(impl))
+            return sample
 
         for _ in range(0 if long or impl.self_timed else plan.warmup):
             measured_once()
