@@ -99,15 +99,15 @@ def test_quick_run_records_the_machine(quick):
 def test_wrong_gradient_fails_loudly(tmp_path):
     """The --corrupt-grad test hook perturbs one framework's gradient before the check."""
     out = tmp_path / "r.json"
-    proc = bench("--workloads", "scalar_chain", "--frameworks", "tapegrad,micrograd",
-                 "--sizes", "scalar_chain:4,6", "--repeats", "2", "--corrupt-grad", "micrograd",
+    proc = bench("--workloads", "scalar_chain", "--frameworks", "tapegrad,numba",
+                 "--sizes", "scalar_chain:4,6", "--repeats", "2", "--corrupt-grad", "numba",
                  "--json", str(out), "--plots", str(tmp_path))
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = json.loads(out.read_text())["rows"]
     assert [(r["size"], r["framework"]) for r in rows] == [
-        ("n=4", "tapegrad"), ("n=4", "micrograd"), ("n=6", "tapegrad"), ("n=6", "micrograd")]
+        ("n=4", "tapegrad"), ("n=4", "numba"), ("n=6", "tapegrad"), ("n=6", "numba")]
     for r in rows:
-        if r["framework"] == "micrograd":
+        if r["framework"] == "numba":
             assert r["status"] == "WRONG GRADIENT" and r["median_s"] is None, r
             assert "differs from reference" in r["message"]
             assert "differs from tapegrad's" in r["message"]
