@@ -158,11 +158,16 @@ def _corrupted(value, grad):
 
 
 def new_row(wl, fw: str, cfg: Config, **fields) -> dict:
+    """A result row (one JSON object).  Times in seconds: median/min/max over ``times_s``
+    (``repeats`` of them); ``first_run_s`` the check run; ``prep_s`` one-off preparation;
+    ``wall_s`` (added by run_all) everything the row cost.  ``ns_per_op`` = median / ``ops``;
+    ``vs_torch``/``vs_tapegrad`` = median / that framework's median at the same size and
+    dtype; ``max_rel_err`` the check's worst relative error; peaks in bytes (memory.py)."""
     row = dict(workload=wl.NAME, size=cfg.size, x=cfg.x, dtype=cfg.dtype, framework=fw,
                status="ok", median_s=None, min_s=None, max_s=None, repeats=0, times_s=[],
                prep_s=None, ops=None, ns_per_op=None, peak_rss_bytes=None,
                peak_traced_bytes=None, vs_torch=None, vs_tapegrad=None, max_rel_err=None,
-               message="", note="")
+               first_run_s=None, message="", note="")
     row.update(fields)
     return row
 
@@ -186,6 +191,7 @@ def run_case(wl, fw: str, cfg: Config, plan: Plan, ref, tapegrad_out=None):
     try:
         # correctness first: a wrong answer is reported, never timed
         t_first, out = _once(impl)
+        row["first_run_s"] = t_first     # includes first-call costs (JAX eager compiles per op)
         got = impl.read(out)
         if plan.corrupt == fw:
             got = _corrupted(*got)
