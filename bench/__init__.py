@@ -1,5 +1,10 @@
 """tapegrad benchmark suite: `python -m bench --help`.
 
-Workloads live in bench/workloads/, the shared timing/correctness harness in
-bench/harness.py, machine info and table/JSON/markdown output in bench/report.py.
+workloads/   one module per workload, each built in every framework that can express it
+frameworks   framework names, imports, thread settings, JAX/Numba/trace preparation
+harness      correctness pre-check, warm-up, timed repeats, memory, ratios
+memory       peak RSS growth and tracemalloc peak of one run
+machine      CPU, cores, library versions, BLAS and thread settings
+report       console table, JSON, markdown;  plots: PNGs (matplotlib, optional)
+breakdown    where tapegrad's time goes on the scalar chain (`python -m bench.breakdown`)
 """

@@ -1,32 +1,40 @@
-"""python -m bench [--quick] [--workloads a,b] [--frameworks x,y] [--repeats N]
-                  [--threads N] [--json PATH] [--markdown PATH]"""
+"""python -m bench: time tapegrad against PyTorch, JAX, HIPS autograd, micrograd and
+hand-written gradients; check every gradient first.
+
+Exit status: 0 all rows ok/missing/skipped, 1 a row raised an error, 2 a framework
+computed a wrong value or gradient."""
 import argparse
 import os
 import sys
 
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+from .machine import OPENBLAS_OVERRIDES
+
+BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS",)  # not MKL_NUM_THREADS: torch takes its default from it
 
 
-def _pin_threads(argv):
-    """--threads must act before numpy/torch load their thread pools, i.e. before any import."""
-    n = argparse.ArgumentParser(add_help=False)
-    n.add_argument("--threads", type=int, default=1)
-    threads = n.parse_known_args(argv)[0].threads
+def _prepare_environment(argv):
+    """Must run before numpy or torch load: BLAS thread pools and OpenBLAS's CPU detection
+    read the environment once.  Drops OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE in this process
+    only (children inherit that) and returns what they were, for the record."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--threads", type=int, default=1)
+    threads = p.parse_known_args(argv)[0].threads
     if threads > 0:
-        for var in THREAD_VARS:
+        for var in BLAS_THREAD_VARS:
             os.environ[var] = str(threads)
-    return threads
+    return threads, {var: os.environ.pop(var, None) for var in OPENBLAS_OVERRIDES}
 
 
-_pin_threads(sys.argv[1:])
+_THREADS, _OPENBLAS_UNSET = _prepare_environment(sys.argv[1:])
 
 from rich.console import Console  # noqa: E402
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
 
-from . import report  # noqa: E402
-from .harness import Plan, run_all  # noqa: E402
+from . import plots, report  # noqa: E402
+from .frameworks import DESCRIPTIONS  # noqa: E402
+from .harness import Plan, plan_cases, run_all  # noqa: E402
+from .machine import machine_info  # noqa: E402
 from .workloads import WORKLOADS  # noqa: E402
-
-ALL_FRAMEWORKS = sorted({f for w in WORKLOADS.values() for f in w.FRAMEWORKS})
 
 
 def _names(text, known, what):
@@ -37,45 +45,83 @@ def _names(text, known, what):
     return names
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
-    p.add_argument("--workloads", default=",".join(WORKLOADS),
-                   help=f"comma list of {', '.join(WORKLOADS)}")
-    p.add_argument("--frameworks", default=None, help=f"comma list of {', '.join(ALL_FRAMEWORKS)}")
-    p.add_argument("--repeats", type=int, default=None,
-                   help="timed repeats per case (default: adaptive, >=5 and ~1 s per case)")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch/BLAS/OpenMP threads (default 1: tapegrad is single-threaded, and on "
-                        "small VMs torch's idle pool threads add ms-long wake-up stalls); "
-                        "0 = library defaults")
-    p.add_argument("--quick", action="store_true", help="tiny sizes, whole run well under 60 s")
-    p.add_argument("--json", default="bench/out/results.json", help="JSON output path")
-    p.add_argument("--markdown", default=None, help="also write a markdown results table here")
-    args = p.parse_args(argv)
+def _sizes(options, workloads):
+    """--sizes 100,1000 (every workload) / --sizes faw:100,1000 (one) -> {name or None: sizes}."""
+    out = {}
+    for opt in options or ():
+        name, _, values = opt.rpartition(":")
+        if name and name not in workloads:
+            raise SystemExit(f"unknown workload in --sizes: {name}")
+        out[name or None] = [int(v) if v.strip().isdigit() else v.strip()
+                             for v in values.split(",") if v.strip()]
+    return out
 
-    workloads = [WORKLOADS[n] for n in _names(args.workloads, list(WORKLOADS), "workload")]
-    frameworks = set(_names(args.frameworks, ALL_FRAMEWORKS, "framework")) if args.frameworks else None
+
+def parse(argv):
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="frameworks:\n" + "\n".join(
+                                    f"  {k:18s} {v}" for k, v in DESCRIPTIONS.items()))
+    p.add_argument("--workloads", default=",".join(WORKLOADS),
+                   help=f"comma list of {', '.join(WORKLOADS)} (default: all)")
+    p.add_argument("--frameworks", default=None, help="comma list (default: all; see below)")
+    p.add_argument("--sizes", action="append", metavar="[WORKLOAD:]SIZES",
+                   help="problem sizes instead of the workload's own, for every workload or "
+                        "for one, repeatable: --sizes faw:100,300 --sizes first_gradient:cold")
+    p.add_argument("--quick", action="store_true",
+                   help="every workload at tiny sizes, few repeats: the smoke run of the tests")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="timed repeats per row (default: adaptive, >=5 and about 1 s per row)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs after the check (default 1)")
+    p.add_argument("--no-limits", action="store_true",
+                   help="also run sizes above a framework's limit (JAX compile: minutes)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="BLAS threads for the NumPy-based frameworks (default 1: tapegrad is "
+                        "single-threaded); 0 = library default. torch rows: torch = 1 thread, "
+                        "torch-mt = torch's default")
+    p.add_argument("--json", default="bench/out/results.json", help="JSON output path")
+    p.add_argument("--markdown", default=None, help="also write the markdown tables here")
+    p.add_argument("--plots", default="bench/out/plots", help="folder for the PNG plots")
+    p.add_argument("--publish", action="store_true",
+                   help="write bench/RESULTS.md and bench/figures/ (the committed full run)")
+    p.add_argument("--corrupt-grad", default=None, help=argparse.SUPPRESS)  # test hook
+    args = p.parse_args(argv)
+    if args.publish:
+        args.markdown, args.plots = "bench/RESULTS.md", "bench/figures"
     if args.repeats is not None and args.repeats < 1:
         raise SystemExit("--repeats must be >= 1")
+    return args
 
-    if args.threads > 0:
-        try:
-            import torch
-            torch.set_num_threads(args.threads)
-        except ImportError:
-            pass
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    workloads = [WORKLOADS[n] for n in _names(args.workloads, list(WORKLOADS), "workload")]
+    frameworks = (set(_names(args.frameworks, list(DESCRIPTIONS), "framework"))
+                  if args.frameworks else None)
+    sizes = _sizes(args.sizes, WORKLOADS)
+    plan = Plan(args.repeats, args.warmup, args.quick, not args.no_limits, args.corrupt_grad)
+    cases = plan_cases(workloads, frameworks, sizes, args.quick)
+    total = sum(len(fws) for _, _, fws in cases)
     err = Console(stderr=True)
-    info = report.machine_info()
-    info["threads_setting"] = args.threads or "library default"
-    rows = run_all(workloads, frameworks, Plan(args.repeats, args.quick),
-                   progress=lambda s: err.print(f"[dim]running {s}[/]"))
-    report.print_console(rows, info)
-    report.write_json(args.json, rows, info, sys.argv)
+    with Progress(TextColumn("{task.description:48s}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err) as bar:
+        task = bar.add_task("", total=total)
+        rows = run_all(cases, plan, on_start=lambda s: bar.update(task, description=s),
+                       on_done=lambda: bar.advance(task))
+    info = machine_info(_THREADS, _OPENBLAS_UNSET)
+    info["argv"] = argv
+    report.print_console(rows, info, Console(width=None if sys.stdout.isatty() else 230))
+    report.write_json(args.json, rows, info)
     err.print(f"wrote {args.json}")
+    figures = plots.write_plots(rows, workloads, args.plots)
+    err.print(f"wrote {len(figures)} plots to {args.plots}" if figures
+              else "no plots written (matplotlib is not installed)")
     if args.markdown:
-        report.write_markdown(args.markdown, rows, info)
+        report.write_markdown(args.markdown, rows, info, figures)
         err.print(f"wrote {args.markdown}")
-    return 0
+    report.explain_failures(rows, err)
+    return report.exit_code(rows)
 
 
 if __name__ == "__main__":

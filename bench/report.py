@@ -1,49 +1,18 @@
-"""Machine info and output: rich console table, JSON rows, markdown table."""
+"""Output: rich console table, JSON rows, markdown (bench/RESULTS.md)."""
 from __future__ import annotations
 
-import datetime
 import json
 import os
-import platform
-import subprocess
-import sys
-from importlib import metadata
 from pathlib import Path
 
-COLUMNS = ["workload", "size", "dtype", "framework", "status", "median", "min", "max",
-           "n", "ns/op", "vs torch", "vs tapegrad", "message"]
+from .frameworks import DESCRIPTIONS
+from .machine import summary
 
-
-def _version(dist):
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def machine_info() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor()) \
-        if os.path.exists("/proc/cpuinfo") else platform.processor()
-    info = dict(cpu=cpu, logical_cores=os.cpu_count(),
-                usable_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-                platform=platform.platform(), python=sys.version.split()[0],
-                **{k: _version(k) for k in ("numpy", "numba", "llvmlite", "torch", "micrograd",
-                                            "autograd", "tapegrad")},
-                thread_env={v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                            "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")},
-                timestamp=datetime.datetime.now().isoformat(timespec="seconds"))
-    try:
-        import torch
-        info["torch_num_threads"] = torch.get_num_threads()
-    except ImportError:
-        info["torch_num_threads"] = None
-    try:
-        info["git"] = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                                     text=True, cwd=Path(__file__).parent).stdout.strip() or None
-    except OSError:
-        info["git"] = None
-    return info
+COLUMNS = ["workload", "size", "dtype", "framework", "status", "median", "min", "max", "n",
+           "ns/op", "prep", "peak mem", "vs torch", "vs tapegrad", "message"]
+NUMERIC = {"median", "min", "max", "n", "ns/op", "prep", "peak mem", "vs torch", "vs tapegrad"}
+STYLE = {"ok": "green", "WRONG GRADIENT": "bold red", "WRONG VALUE": "bold red", "error": "red",
+         "missing": "yellow", "skipped": "dim"}
 
 
 def _time(s):
@@ -55,57 +24,96 @@ def _time(s):
     return f"{s * 1e9:.3g} ns"
 
 
+def _bytes(b):
+    if b is None:
+        return ""
+    for unit, scale in (("GB", 2**30), ("MB", 2**20), ("kB", 2**10)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b} B"
+
+
+def _ns(v):
+    return "" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
 def _ratio(r):
     return "" if r is None else f"{r:.3g}x"
+
+
+def _memory(r):
+    """Both peaks (memory.py): tracemalloc's, then the RSS growth."""
+    traced, rss = _bytes(r["peak_traced_bytes"]), _bytes(r["peak_rss_bytes"])
+    return f"{traced or '–'} / {rss or '–'}" if traced or rss else ""
 
 
 def cells(r: dict) -> list[str]:
     return [r["workload"], r["size"], r["dtype"], r["framework"], r["status"],
             _time(r["median_s"]), _time(r["min_s"]), _time(r["max_s"]),
-            str(r["repeats"] or ""), "" if r["ns_per_op"] is None else f"{r['ns_per_op']:.0f}",
-            _ratio(r["vs_torch"]), _ratio(r["vs_tapegrad"]), r["message"] or r["note"]]
+            str(r["repeats"] or ""), _ns(r["ns_per_op"]),
+            _time(r["prep_s"]), _memory(r), _ratio(r["vs_torch"]), _ratio(r["vs_tapegrad"]),
+            r["message"] or r["note"]]
 
 
-def print_console(rows, info):
-    from rich.console import Console
+def print_console(rows, info, console):
     from rich.table import Table
 
-    style = {"ok": "green", "FAIL": "bold red", "error": "red", "missing": "yellow"}
-    table = Table(title="tapegrad bench (vs X = time / time of X, lower is faster)")
+    table = Table(title="tapegrad bench (vs X = time / time of X, lower is faster; "
+                        "peak mem = tracemalloc / RSS growth)")
     for c in COLUMNS:
-        table.add_column(c, overflow="fold", max_width=60 if c == "message" else None,
-                         justify="right" if c in ("median", "min", "max", "n", "ns/op",
-                                                  "vs torch", "vs tapegrad") else "left")
+        table.add_column(c, overflow="fold", max_width=50 if c == "message" else None,
+                         justify="right" if c in NUMERIC else "left")
     for r in rows:
         cs = cells(r)
-        cs[4] = f"[{style[r['status']]}]{r['status']}[/]"
+        cs[4] = f"[{STYLE[r['status']]}]{r['status']}[/]"
         table.add_row(*cs)
-    console = Console(width=None if sys.stdout.isatty() else 220)
     console.print(table)
-    console.print(", ".join(f"{k}={v}" for k, v in info.items()), style="dim")
+    console.print(summary(info), style="dim")
 
 
-def write_json(path, rows, info, argv):
+def write_json(path, rows, info):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"machine": info, "argv": argv, "rows": rows}, indent=1))
+    path.write_text(json.dumps({"machine": info, "frameworks": DESCRIPTIONS,
+                                "rows": rows}, indent=1))
 
 
-def write_markdown(path, rows, info):
+def write_markdown(path, rows, info, plots=()):
+    """Results tables per workload, each followed by its plot (paths relative to the file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    used = dict.fromkeys(r["framework"] for r in rows)
     out = ["# Benchmark results", "",
-           f"Machine: {info['cpu']}, {info['usable_cores']} usable cores; Python {info['python']}, "
-           f"numpy {info['numpy']}, numba {info['numba']}, torch {info['torch']} "
-           f"(torch threads {info['torch_num_threads']}, --threads {info.get('threads_setting')}); tapegrad {info['tapegrad']} (git {info['git']}); "
-           f"{info['timestamp']}.", "",
-           "Times are medians over the repeats (n); `vs X` = this time / X's time in the same run "
-           "(lower is faster). FAIL = wrong value or gradient (not timed).", ""]
+           f"Generated by `python -m bench {' '.join(info['argv'])}` on: {summary(info)}", "",
+           "Times are medians over the repeats (n), after a warm-up run and a correctness check "
+           "of value and gradient against an independent float64 reference and against "
+           "tapegrad's. `vs X` = this time / X's time in the same run (lower is faster). "
+           "`prep` = one-off work outside the timed runs (JAX compile, tapegrad.trace, Numba "
+           "compile). `peak mem` = tracemalloc peak / peak RSS growth during one run. "
+           "`skipped` rows are above that framework's size limit; `missing` ones are not "
+           "installed or not built yet.", "", "| framework | what runs |", "|---|---|"]
+    out += [f"| {fw} | {DESCRIPTIONS.get(fw, '')} |" for fw in used] + [""]
+    figures = {Path(p).stem: Path(p) for p in plots}
     cols = [c for c in COLUMNS if c != "workload"]
     for wl in dict.fromkeys(r["workload"] for r in rows):
         out += [f"## {wl}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for r in rows:
-            if r["workload"] == wl:
-                out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells(r)[1:]) + " |")
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in cells(r)[1:]) + " |"
+                for r in rows if r["workload"] == wl]
+        if wl in figures:
+            out += ["", f"![{wl}]({os.path.relpath(figures[wl], path.parent)})"]
         out.append("")
     path.write_text("\n".join(out))
+
+
+def exit_code(rows) -> int:
+    """2 if any framework computed a wrong value or gradient, 1 if any row errored, else 0."""
+    statuses = {r["status"] for r in rows}
+    return 2 if statuses & {"WRONG GRADIENT", "WRONG VALUE"} else 1 if "error" in statuses else 0
+
+
+def explain_failures(rows, console) -> None:
+    for r in rows:
+        if r["status"] in ("WRONG GRADIENT", "WRONG VALUE", "error"):
+            console.print(f"[bold red]{r['status']}[/]: {r['workload']} {r['size']} {r['dtype']} "
+                          f"{r['framework']}: {r['message']}")
+

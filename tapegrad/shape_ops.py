@@ -260,7 +260,7 @@ def _pieces(x, dim, bounds, code):
         idx[dim] = a if code == CODE["unbind"] else slice(a, b)
         # the pieces show as one Node, output k: (first piece's entry, k) after the strides
         group = (-1, k) if first is None else (first._i, k)
-        piece = _basic(x, arr, arr[tuple(idx)], code, group)
+        piece = _basic(x, arr, arr[tuple(idx) + (Ellipsis,)], code, group)  # ...: a 0-d view, not a copy
         if first is None and piece._t is not None:
             first = piece
         out.append(piece)

@@ -234,6 +234,11 @@ def unbind_two_outputs(m, dt):
     return a * c, [x]
 
 
+def unbind_vector(m, dt):
+    a, b, _, d = (x := leaf(m, V4, dt)).unbind()   # 0-d pieces of a 1-d tensor
+    return a * d + b, [x]
+
+
 def iterate_rows(m, dt):
     x = leaf(m, X, dt)
     rows = list(x)
@@ -393,6 +398,7 @@ CASES = [
     Case("chunk", on(X, lambda m, x: x.chunk(2, dim=1)[1]), "SplitBackward0"),
     Case("unbind", on(X, lambda m, x: x.unbind(1)[2]), "UnbindBackward0"),
     Case("unbind_two_outputs", unbind_two_outputs, "MulBackward0"),
+    Case("unbind_vector", unbind_vector, "AddBackward0"),
     Case("iterate_rows", iterate_rows, "SubBackward0"),
     # --- indexing ---------------------------------------------------------------
     Case("index_int", on(X, lambda m, x: x[1]), "SelectBackward0"),

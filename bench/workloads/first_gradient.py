@@ -1,33 +1,43 @@
-"""Time to first gradient in a fresh interpreter: import + one tiny backward.
+"""Time to first gradient in a fresh interpreter: import + one tiny gradient.
 
 Measured inside the child with perf_counter (interpreter start-up excluded), as in
     import time; t=time.perf_counter(); import tapegrad as tg; ...; y.backward()
 cold: NUMBA_CACHE_DIR is a fresh empty temp dir for every run.
-warm: the timed runs reuse the cache dir filled by the last cold run (or, when cold
-      was not run, by one untimed priming run).
-torch ignores NUMBA_CACHE_DIR, so its cold/warm differ only by OS file caching.
+warm: the Numba cache where it normally lives, filled by one untimed priming run.
+Only tapegrad caches compiled code on disk (Numba), so for the others cold and warm differ
+only by the OS file cache.  --quick runs "warm" only (a cold tapegrad start compiles the
+kernels: several seconds) and primes tapegrad's cache only.
 """
 import atexit
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 
-from ..harness import Config, Impl, Missing
+from ..frameworks import Missing
+from ..harness import Config, Impl
 
 NAME = "first_gradient"
-FRAMEWORKS = ("tapegrad", "torch")
+FRAMEWORKS = ("tapegrad", "torch", "jax", "autograd")
+SIZES, QUICK_SIZES = ("cold", "warm"), ("warm",)
+XLABEL = None
 ROOT = Path(__file__).resolve().parents[2]
-SNIPPET = ("import time;t=time.perf_counter();import {mod} as tg;"
-           "x=tg.tensor(2.0,requires_grad=True);y=(x*x+x.sin());y.backward();"
-           "dt=time.perf_counter()-t;print(dt, y.item(), x.grad.item())")
+_TORCH_API = ("import {mod} as tg;x=tg.tensor(2.0,requires_grad=True);y=x*x+x.sin();y.backward();"
+              "v,g=y.item(),x.grad.item()")
+SNIPPETS = {
+    "tapegrad": _TORCH_API.format(mod="tapegrad"),
+    "torch": _TORCH_API.format(mod="torch"),
+    "jax": "import jax;v,g=jax.value_and_grad(lambda x:x*x+jax.numpy.sin(x))(2.0);v,g=float(v),float(g)",
+    "autograd": "import autograd,autograd.numpy as np;"
+                "v,g=autograd.value_and_grad(lambda x:x*x+np.sin(x))(2.0)",
+}
+WRAPPER = "import time;t=time.perf_counter();{snippet};dt=time.perf_counter()-t;print(dt,v,g)"
 _dirs = []
-_last_cold = {}  # framework -> cache dir of its last cold run
 atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _dirs])
 
 
@@ -35,9 +45,9 @@ def ops(fw, cfg):
     return None
 
 
-def configs(quick):
-    return [Config(kind, "default", {"kind": kind, "repeats": 1 if quick else 5, "timeout": 300})
-            for kind in ("cold", "warm")]
+def configs(kind, quick):
+    return [Config(kind, None, "default", {"kind": kind, "repeats": 1 if quick else 5,
+                                           "quick": quick, "timeout": 300})]
 
 
 def reference(cfg):
@@ -51,9 +61,11 @@ def _fresh_dir():
 
 
 def _spawn(fw, cache_dir, timeout):
-    env = {**os.environ, "NUMBA_CACHE_DIR": cache_dir}
-    p = subprocess.run([sys.executable, "-c", SNIPPET.format(mod=fw)], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=timeout)
+    env = dict(os.environ)
+    if cache_dir:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    p = subprocess.run([sys.executable, "-c", WRAPPER.format(snippet=SNIPPETS[fw])], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         lines = (p.stderr or p.stdout).strip().splitlines() or [f"exit code {p.returncode}"]
         raise RuntimeError(f"child exit {p.returncode}: {lines[-1]}")
@@ -62,24 +74,16 @@ def _spawn(fw, cache_dir, timeout):
 
 
 def build(fw, cfg):
-    if importlib.util.find_spec(fw) is None:
+    if find_spec(fw) is None:
         raise Missing(f"no module named {fw!r}")
     kind, timeout = cfg.params["kind"], cfg.params["timeout"]
-    st = {"dir": _last_cold.get(fw)}
-    if kind == "warm" and st["dir"] is None:
-        st["dir"] = _fresh_dir()
-        _spawn(fw, st["dir"], timeout)  # priming run, untimed
+    st = {"dir": None}                        # None: the usual cache location
+    if kind == "warm" and (fw == "tapegrad" or not cfg.params["quick"]):
+        _spawn(fw, None, timeout)             # priming run, untimed
 
     def reset():
         if kind == "cold":
             st["dir"] = _fresh_dir()
 
-    def run():
-        out = _spawn(fw, st["dir"], timeout)
-        if kind == "cold":  # a completed cold run's cache primes "warm" for free
-            _last_cold[fw] = st["dir"]
-        return out
-
-    return Impl(run, lambda out: out, reset,
-                self_timed=True, max_repeats=cfg.params["repeats"],
-                note="in-child import+first grad")
+    return Impl(lambda: _spawn(fw, st["dir"], timeout), reset=reset, self_timed=True,
+                max_repeats=cfg.params["repeats"], note="in-child import+first grad")

@@ -6,10 +6,13 @@ parameters stay fixed, which keeps every repeat checkable).
 """
 import numpy as np
 
-from ..harness import Config, Impl, leaves, load, to_float, to_numpy
+from ..frameworks import block, jax_gradient, load
+from ..harness import Config, Impl, leaves, to_float, to_numpy
 
 NAME = "mlp"
-FRAMEWORKS = ("tapegrad", "torch", "numpy")
+FRAMEWORKS = ("tapegrad", "torch", "torch-mt", "jax", "jax-jit", "autograd", "numpy")
+SIZES, QUICK_SIZES = (16, 256, 1024), (16,)
+XLABEL = "hidden width"
 BATCH, IN, OUT = 64, 16, 1
 
 
@@ -31,9 +34,8 @@ def ops(fw, cfg):
     return 8  # matmul, +, tanh, matmul, +, -, **2, mean
 
 
-def configs(quick):
-    widths = (16,) if quick else (16, 256, 1024)
-    return [Config(f"width={w}", dt, {"width": w}) for w in widths for dt in ("float64", "float32")]
+def configs(width, quick):
+    return [Config(f"width={width}", width, dt, {"width": width}) for dt in ("float64", "float32")]
 
 
 def _data(cfg):
@@ -55,7 +57,7 @@ def _flat(value, grads):
 
 def build(fw, cfg):
     x, t, *params = _data(cfg)
-    if fw in ("tapegrad", "torch"):
+    if fw in ("tapegrad", "torch", "torch-mt"):
         m = load(fw)
         dt = getattr(m, cfg.dtype)
         xt, tt = m.tensor(x, dtype=dt), m.tensor(t, dtype=dt)
@@ -70,6 +72,14 @@ def build(fw, cfg):
             return to_float(loss), [to_numpy(p.grad, None) for p in st["p"]]
 
         return Impl(run, lambda out: _flat(*out), reset)
+    if fw in ("jax", "jax-jit"):
+        jnp = load(fw).numpy
+        vg, prep = jax_gradient(fw, lambda ps: forward(jnp, x, t, *ps), params)
+        return Impl(lambda: block(vg(params)), lambda out: _flat(*out), prep_s=prep)
+    if fw == "autograd":
+        anp = load("autograd.numpy")
+        vg = load(fw).value_and_grad(lambda ps: forward(anp, x, t, *ps))
+        return Impl(lambda: vg(params), lambda out: _flat(*out))
     if fw == "numpy":
         return Impl(lambda: numpy_value_and_grad(x, t, *params), lambda out: _flat(*out),
                     note="hand-written backward")
