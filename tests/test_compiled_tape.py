@@ -7,7 +7,7 @@ from tapegrad.ops.table import BINARY, UNARY
 from tapegrad.replay import trace
 from tapegrad.replay.llvm_tape import CompileError
 from test_higher_order import _away_from_kinks
-from test_op_table import _call, _inputs
+from test_op_table import STRUCTURAL, _call, _inputs
 from test_replay import _random_program, piecewise
 
 RNG = np.random.default_rng(17)
@@ -19,7 +19,7 @@ def _both(fn, example, points):
     for p in points:                      # record every branch first, then compile
         compiled.value_and_grad(*p)
     compiled.compile()
-    assert all(getattr(r, "native", None) is not None for r in compiled.records)
+    assert all(r.native is not None for r in compiled.records)
     for p in points:
         v1, g1 = interpreted.value_and_grad(*p)
         v2, g2 = compiled.value_and_grad(*p)
@@ -66,18 +66,36 @@ def test_random_scalar_programs_compile(seed):
     _both(scalar, pts[0], pts)
 
 
-def test_array_code_is_refused_or_left_interpreted():
-    tr = trace(lambda x: (x.sin() * x).sum(), tg.tensor([1.0, 2.0]), compile_after=None)
-    with pytest.raises(CompileError, match="scalar code only"):
-        tr.compile()
-    tr.compile(strict=False)
-    assert tr.grad(tg.tensor([0.0, 1.0])).numpy()[0] == 0.0
+@pytest.mark.parametrize("name", sorted(STRUCTURAL))
+def test_every_structural_op_compiles_to_the_interpreters_results(name):
+    shapes, fn = STRUCTURAL[name]
+
+    def program(*xs):
+        out = fn(*xs)
+        w = tg.tensor(np.linspace(0.5, 1.5, out.numel()).reshape(tuple(out.shape)))
+        return (out.sin() * w).sum()
+    pts = [tuple(tg.tensor(RNG.uniform(-1, 1, s)) for s in shapes) for _ in range(3)]
+    if name in ("max_dim", "min_dim"):       # argmax guards: refused, left interpreted
+        tr = trace(program, *pts[0], compile_after=None)
+        with pytest.raises(CompileError, match="value guards only"):
+            tr.compile()
+        assert tr.compile(strict=False) is tr and tr.records[0].native is None
+        return
+    _both(program, pts[0], pts)
+
+
+def test_prod_with_zeros_and_ties_of_amax_compile():
+    def f(x):
+        return x.prod() + x.amax() * 2 + x.reshape(2, 2).prod(1).sum()
+    pts = [(tg.tensor(v),) for v in ([1.0, 0.0, 3.0, 2.0], [0.0, 0.0, 2.0, 2.0],
+                                      [2.0, 3.0, 4.0, 4.0])]
+    _both(f, pts[0], pts)
 
 
 def test_compiles_automatically_after_some_replays():
     tr = trace(lambda x: (x * x).sin(), tg.tensor(0.5), compile_after=3)
     for _ in range(3):
-        assert getattr(tr.records[0], "native", None) is None
+        assert tr.records[0].native is None
         tr.grad(tg.tensor(0.7))
     assert tr.records[0].native is not None
     assert tr.grad(tg.tensor(0.7)).item() == pytest.approx(2 * 0.7 * np.cos(0.49))

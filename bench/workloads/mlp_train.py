@@ -9,11 +9,13 @@ against a NumPy Adam step.
 """
 import numpy as np
 
-from ..harness import Impl, load, to_float, to_numpy
+from ..frameworks import load
+from ..harness import Impl, to_float, to_numpy
 from . import mlp
 
 NAME = "mlp_train"
 FRAMEWORKS = ("tapegrad", "torch")
+SIZES, QUICK_SIZES, XLABEL = mlp.SIZES, mlp.QUICK_SIZES, mlp.XLABEL
 LR, BETAS, EPS = 1e-3, (0.9, 0.999), 1e-8
 configs = mlp.configs
 

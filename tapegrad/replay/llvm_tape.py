@@ -1,10 +1,10 @@
 """Compiled tapes: a recording lowered to LLVM IR and built with llvmlite.
 
-``CompiledTape(r)`` turns a recording of scalar code (0-d elementwise ops and
-comparisons, elements read from vector inputs, ``where``, copies) into one native
-function ``int tape(double *x, double *grad, double *value)``: straight-line forward
-code, the guards (it returns 0 at the first that fails), then straight-line reverse
-code with the adjoints in registers, added in the interpreter's order.
+``CompiledTape(r)`` turns a recording of scalar code and small arrays into one native
+function ``int tape(double *x, double *grad, double *value)``: every buffer is unrolled
+into its elements, the forward sweep becomes straight-line code, then the guards (it
+returns 0 at the first that fails), then the reverse sweep, with the adjoints in
+registers, added in the interpreter's order.  Every kind but custom Functions lowers.
 
 The op rules come from the op table: its forward and reverse expressions are compiled
 from their Python syntax, ``math`` calls become LLVM intrinsics or libm calls, and the
@@ -28,11 +28,11 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from ..ops import scalar_math
+from ..autograd.adjoint_rules import _offsets
 from ..ops.table import CODE, OPS
 from ..tracing import G_EQUAL, G_TRUTH
 
 _CONST = CODE["const"]
-_WHERE = CODE["where"]
 _INTRINSICS = {"exp", "log", "sin", "cos", "sqrt", "floor", "fabs", "pow"}
 _LIBM = {"tanh", "tan", "log1p", "expm1", "erf"}
 _CMP = {ast.Lt: "olt", ast.LtE: "ole", ast.Gt: "ogt", ast.GtE: "oge", ast.Eq: "oeq",
@@ -173,76 +173,324 @@ class Emitter:
         return "\n".join(out)
 
 
+MAX_ELEMENTS = 1 << 16      # values per tape the straight-line code may hold
+_KINDS = ("ew", "compare", "gather", "reshape", "stop", "where", "index", "reduce", "matmul",
+          "cat")
+
+
 def _check_supported(r):
+    total = 0
     for i in r.schedule:
-        op = int(r.OP[i])
-        kind = OPS[op].kind
-        if r.META[i] >= 0 and r.shape(i) or kind not in ("ew", "compare", "gather", "reshape",
-                                                           "stop", "where"):
-            raise CompileError(f"entry {i} ({OPS[op].name}, shape {r.shape(i)}): the compiled "
-                               "tier handles scalar code only")
+        spec = OPS[int(r.OP[i])]
+        if spec.kind not in _KINDS:
+            raise CompileError(f"entry {i} ({spec.name}) has no compiled lowering")
+        total += r.size(i)
+    if total > MAX_ELEMENTS:
+        raise CompileError(f"the tape holds {total} values: too many to unroll into "
+                           "straight-line code (the compiled tier is for scalar code and "
+                           "small arrays)")
     for kind, e, data, _ in r.guard_list:
-        if kind not in (G_EQUAL, G_TRUTH) or len(data) != 1:
-            raise CompileError("the compiled tier checks scalar guards only")
+        if kind not in (G_EQUAL, G_TRUTH):
+            raise CompileError("the compiled tier checks value guards only (not argmax)")
 
 
-def _extra(r, i):
-    """First metadata extra of a 0-d array entry (a gather's base, where's condition)."""
-    return int(r.IAUX[r.META[i] + 2])
+def _extras(r, i):
+    m = r.META[i]
+    return r.IAUX[m + 2 + r.IAUX[m + 1]:]
+
+
+def _reduce_map(r, i):
+    """Output element of each input element of reduction entry i."""
+    a = int(r.A[i])
+    shape = r.shape(a)
+    if not shape:
+        return np.zeros(1, np.int64)
+    return _offsets(shape, _extras(r, i)[:len(shape)])
+
+
+def _gather_map(r, i):
+    ex = _extras(r, i)
+    shape = r.shape(i)
+    return _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
+
+
+def _cat_pieces(r, i):
+    ex = _extras(r, i)
+    return int(ex[0]), [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(int(ex[1]))]
+
+
+class _Tape:
+    """Straight-line IR for one recording: each buffer a list of element values."""
+
+    def __init__(self, r):
+        self.r, self.em = r, Emitter()
+        self.in_pos, pos = {}, 0
+        for e in r.ins:
+            self.in_pos[e] = pos
+            pos += r.size(e)
+        self.val = {}
+
+    def elems(self, j):
+        """The elements of buffer j: registers, inputs read from x, or constants."""
+        v = self.val.get(j)
+        if v is None:
+            r, em = self.r, self.em
+            if j in self.in_pos:
+                v = []
+                for k in range(r.size(j)):
+                    p = em.tmp(f"getelementptr double, double* %x, i64 {self.in_pos[j] + k}")
+                    v.append(em.tmp(f"load double, double* {p}"))
+            else:
+                o = r.OFF[j]
+                v = [const(x) for x in r.V[o:o + r.size(j)]]
+            self.val[j] = v
+        return v
+
+    def operand(self, j, i, n):
+        """An elementwise operand: buffer j, or entry i's Python-number constant."""
+        return self.elems(j) if j >= 0 else [const(self.r.C[i])] * n
+
+    # -- forward -----------------------------------------------------------------------
+    def forward(self, i):
+        r, em = self.r, self.em
+        spec = OPS[int(r.OP[i])]
+        a, b, n = int(r.A[i]), int(r.B[i]), r.size(i)
+        kind = spec.kind
+        if kind in ("ew", "compare", "where"):
+            xs, ys = self.operand(a, i, n), self.operand(b, i, n)
+            if kind == "where":
+                cs = self.elems(int(_extras(r, i)[0]))
+                out = []
+                for k in range(n):
+                    c = em.tmp(f"fcmp une double {cs[k]}, {const(0.0)}")
+                    out.append(em.tmp(f"select i1 {c}, double {xs[k]}, double {ys[k]}"))
+                return out
+            c2 = const(r.C2[i])
+            return [em.emit(spec.fwd, {"x": xs[k], "y": ys[k], "c2": c2}) for k in range(n)]
+        src = self.elems(a)
+        if kind == "gather":
+            return [src[o] for o in _gather_map(r, i)]
+        if kind in ("reshape", "stop"):
+            return list(src)
+        if kind == "index":
+            return [src[p] for p in _extras(r, i)[:n]]
+        if kind == "cat":
+            outer, pieces = _cat_pieces(r, i)
+            out = []
+            for o in range(outer):
+                for buf, inner in pieces:
+                    out += self.elems(buf)[o * inner:(o + 1) * inner]
+            return out
+        if kind == "matmul":
+            return self._matmul(i, src, self.elems(b))
+        return self._reduce(i, spec.name, src)
+
+    def _matmul(self, i, X, Y):
+        em = self.em
+        nb, M, K, N = (int(v) for v in _extras(self.r, i)[:4])
+        out = []
+        for bt in range(nb):
+            for m in range(M):
+                for n in range(N):
+                    acc = const(0.0)
+                    for k in range(K):
+                        p = em.tmp(f"fmul double {X[bt * M * K + m * K + k]}, "
+                                   f"{Y[bt * K * N + k * N + n]}")
+                        acc = em.tmp(f"fadd double {acc}, {p}")
+                    out.append(acc)
+        return out
+
+    def _reduce(self, i, name, src):
+        """As the interpreter: accumulate in input order from 0, 1 or -/+inf."""
+        em, nout = self.em, self.r.size(i)
+        o = _reduce_map(self.r, i)
+        if name in ("sum", "sum_dim", "mean", "mean_dim"):
+            acc = [const(0.0)] * nout
+            for k, x in enumerate(src):
+                acc[o[k]] = em.tmp(f"fadd double {acc[o[k]]}, {x}")
+            if name.startswith("mean"):
+                scale = const(nout / len(src))
+                acc = [em.tmp(f"fmul double {v}, {scale}") for v in acc]
+            return acc
+        if name in ("prod", "prod_dim"):
+            acc = [const(1.0)] * nout
+            for k, x in enumerate(src):
+                acc[o[k]] = em.tmp(f"fmul double {acc[o[k]]}, {x}")
+            return acc
+        big = name in ("amax", "max_all")
+        acc = [const(-math.inf if big else math.inf)] * nout
+        for k, x in enumerate(src):
+            cur = acc[o[k]]
+            nan = em.tmp(f"fcmp uno double {x}, {x}")
+            better = em.tmp(f"fcmp {'ogt' if big else 'olt'} double {x}, {cur}")
+            take = em.tmp(f"or i1 {nan}, {better}")
+            ok = em.tmp(f"fcmp ord double {cur}, {cur}")
+            take = em.tmp(f"and i1 {take}, {ok}")
+            acc[o[k]] = em.tmp(f"select i1 {take}, double {x}, double {cur}")
+        return acc
+
+    # -- reverse -------------------------------------------------------------------------
+    def reverse(self, out):
+        self.adj = {out: [const(1.0)]}
+        for n_done, i in enumerate(reversed(self.r.schedule.tolist())):
+            _split_block(self.em, n_done)
+            g = self.adj.pop(i, None)
+            if g is not None:
+                self._adjoint(i, g)
+
+    def add(self, j, k, v):
+        r = self.r
+        if j < 0 or r.OP[j] == _CONST:
+            return
+        lst = self.adj.get(j)
+        if lst is None:
+            lst = self.adj[j] = [None] * r.size(j)
+        lst[k] = v if lst[k] is None else self.em.tmp(f"fadd double {lst[k]}, {v}")
+
+    def _adjoint(self, i, g):
+        r, em = self.r, self.em
+        spec = OPS[int(r.OP[i])]
+        a, b, n = int(r.A[i]), int(r.B[i]), r.size(i)
+        g = [const(0.0) if v is None else v for v in g]
+        kind = spec.kind
+        if kind == "ew":
+            xs, ys, rs = self.operand(a, i, n), self.operand(b, i, n), self.elems(i)
+            for k in range(n):
+                env = {"x": xs[k], "y": ys[k], "r": rs[k], "g": g[k], "c2": const(r.C2[i])}
+                self.add(a, k, em.emit(spec.gx, env))
+                if spec.gy:
+                    self.add(b, k, em.emit(spec.gy, env))
+        elif kind == "where":
+            cs = self.elems(int(_extras(r, i)[0]))
+            for k in range(n):
+                c = em.tmp(f"fcmp une double {cs[k]}, {const(0.0)}")
+                self.add(a, k, em.tmp(f"select i1 {c}, double {g[k]}, double {const(0.0)}"))
+                self.add(b, k, em.tmp(f"select i1 {c}, double {const(0.0)}, double {g[k]}"))
+        elif kind == "gather":
+            for k, o in enumerate(_gather_map(r, i)):
+                self.add(a, int(o), g[k])
+        elif kind == "reshape":
+            for k in range(n):
+                self.add(a, k, g[k])
+        elif kind == "index":
+            for k, p in enumerate(_extras(r, i)[:n]):
+                self.add(a, int(p), g[k])
+        elif kind == "cat":
+            outer, pieces = _cat_pieces(r, i)
+            pos = 0
+            for o in range(outer):
+                for buf, inner in pieces:
+                    for t in range(inner):
+                        self.add(buf, o * inner + t, g[pos + t])
+                    pos += inner
+        elif kind == "matmul":
+            self._matmul_adjoint(i, g)
+        elif kind == "reduce":
+            self._reduce_adjoint(i, spec.name, g)
+
+    def _matmul_adjoint(self, i, g):
+        """dx = g y^T, dy = x^T g, in the interpreter's loop order."""
+        r, em = self.r, self.em
+        nb, M, K, N = (int(v) for v in _extras(r, i)[:4])
+        a, b = int(r.A[i]), int(r.B[i])
+        X, Y = self.elems(a), self.elems(b)
+        for bt in range(nb):
+            xa, yb, go = bt * M * K, bt * K * N, bt * M * N
+            if r.OP[a] != _CONST:
+                for m in range(M):
+                    for k in range(K):
+                        acc = const(0.0)
+                        for n in range(N):
+                            p = em.tmp(f"fmul double {g[go + m * N + n]}, {Y[yb + k * N + n]}")
+                            acc = em.tmp(f"fadd double {acc}, {p}")
+                        self.add(a, xa + m * K + k, acc)
+            if r.OP[b] != _CONST:
+                for m in range(M):
+                    for k in range(K):
+                        for n in range(N):
+                            self.add(b, yb + k * N + n,
+                                     em.tmp(f"fmul double {X[xa + m * K + k]}, {g[go + m * N + n]}"))
+
+    def _reduce_adjoint(self, i, name, g):
+        r, em = self.r, self.em
+        a = int(r.A[i])
+        o = _reduce_map(r, i)
+        X = self.elems(a)
+        if name in ("sum", "sum_dim"):
+            for k in range(len(X)):
+                self.add(a, k, g[o[k]])
+        elif name in ("mean", "mean_dim"):
+            scale = const(r.size(i) / len(X))
+            for k in range(len(X)):
+                self.add(a, k, em.tmp(f"fmul double {g[o[k]]}, {scale}"))
+        elif name in ("prod", "prod_dim"):
+            self._prod_adjoint(i, a, o, X, g)
+        else:           # amax / amin: shared evenly among the positions that attain it
+            R = self.elems(i)
+            hit = [em.tmp(f"fcmp oeq double {X[k]}, {R[o[k]]}") for k in range(len(X))]
+            count = [const(0.0)] * r.size(i)
+            for k in range(len(X)):
+                one = em.tmp(f"select i1 {hit[k]}, double {const(1.0)}, double {const(0.0)}")
+                count[o[k]] = em.tmp(f"fadd double {count[o[k]]}, {one}")
+            for k in range(len(X)):
+                share = em.tmp(f"fdiv double {g[o[k]]}, {count[o[k]]}")
+                self.add(a, k, em.tmp(f"select i1 {hit[k]}, double {share}, double "
+                                      f"{const(0.0)}"))
+
+    def _prod_adjoint(self, i, a, o, X, g):
+        """The product of the others, exact with zeros (as the interpreter counts them)."""
+        em, nout = self.em, self.r.size(i)
+        zeros, nz = [const(0.0)] * nout, [const(1.0)] * nout
+        is0 = []
+        for k, x in enumerate(X):
+            z = em.tmp(f"fcmp oeq double {x}, {const(0.0)}")
+            is0.append(z)
+            one = em.tmp(f"select i1 {z}, double {const(1.0)}, double {const(0.0)}")
+            zeros[o[k]] = em.tmp(f"fadd double {zeros[o[k]]}, {one}")
+            factor = em.tmp(f"select i1 {z}, double {const(1.0)}, double {x}")
+            nz[o[k]] = em.tmp(f"fmul double {nz[o[k]]}, {factor}")
+        for k, x in enumerate(X):
+            j = o[k]
+            none = em.tmp(f"fcmp oeq double {zeros[j]}, {const(0.0)}")
+            one = em.tmp(f"fcmp oeq double {zeros[j]}, {const(1.0)}")
+            only = em.tmp(f"and i1 {one}, {is0[k]}")
+            t = em.tmp(f"fmul double {g[j]}, {nz[j]}")
+            divided = em.tmp(f"fdiv double {t}, {x}")
+            v = em.tmp(f"select i1 {only}, double {t}, double {const(0.0)}")
+            self.add(a, k, em.tmp(f"select i1 {none}, double {divided}, double {v}"))
 
 
 def build_ir(r):
     """The IR text of recording ``r`` (see the module docstring)."""
     _check_supported(r)
-    em = Emitter()
-    in_pos, pos = {}, 0
-    for e in r.ins:
-        in_pos[e] = pos
-        pos += r.size(e)
-    val = {}
-
-    def elem(j, k=0):
-        """Element k of buffer j: a register, an input read from x, or a constant."""
-        if k == 0 and j in val:
-            return val[j]
-        if j in in_pos:
-            p = em.tmp(f"getelementptr double, double* %x, i64 {in_pos[j] + k}")
-            v = em.tmp(f"load double, double* {p}")
-            if k == 0 and not r.shape(j):            # a scalar input: load it once
-                val[j] = v
-            return v
-        return const(r.V[r.OFF[j] + k])
-
+    tp = _Tape(r)
+    em = tp.em
     guards = {}
     for kind, e, data, _ in r.guard_list:
-        guards.setdefault(e, []).append((kind, data[0]))
+        guards.setdefault(e, []).append((kind, data))
     for n_done, i in enumerate(r.schedule.tolist()):
         _split_block(em, n_done)
-        spec = OPS[int(r.OP[i])]
-        a, b = int(r.A[i]), int(r.B[i])
-        x = elem(a) if a >= 0 else const(r.C[i])
-        y = elem(b) if b >= 0 else const(r.C[i])
-        if spec.kind in ("ew", "compare"):
-            val[i] = em.emit(spec.fwd, {"x": x, "y": y, "c2": const(r.C2[i])})
-        elif spec.kind == "gather":
-            val[i] = elem(a, _extra(r, i))
-        elif spec.kind in ("reshape", "stop"):
-            val[i] = x
-        else:                                                       # where
-            c = em.tmp(f"fcmp une double {elem(_extra(r, i))}, {const(0.0)}")
-            val[i] = em.tmp(f"select i1 {c}, double {x}, double {y}")
-        for kind, want in guards.get(i, ()):
-            if kind == G_TRUTH:
-                nz = em.tmp(f"fcmp une double {val[i]}, {const(0.0)}")
-                ok = em.tmp(f"icmp eq i1 {nz}, {'true' if want != 0.0 else 'false'}")
-            elif want != want:
-                ok = em.tmp(f"fcmp uno double {val[i]}, {val[i]}")
-            else:
-                ok = em.tmp(f"fcmp oeq double {val[i]}, {const(want)}")
-            nxt = em.label()
-            em.lines.append(f"  br i1 {ok}, label %{nxt}, label %fail\n{nxt}:")
-    em.lines.append(f"  store double {elem(r.outs[0])}, double* %value")
-    _reverse(r, em, elem, in_pos)
+        tp.val[i] = vals = tp.forward(i)
+        for kind, data in guards.get(i, ()):
+            for k, want in enumerate(data):
+                v = vals[k]
+                if kind == G_TRUTH:
+                    nz = em.tmp(f"fcmp une double {v}, {const(0.0)}")
+                    ok = em.tmp(f"icmp eq i1 {nz}, {'true' if want != 0.0 else 'false'}")
+                elif want != want:
+                    ok = em.tmp(f"fcmp uno double {v}, {v}")
+                else:
+                    ok = em.tmp(f"fcmp oeq double {v}, {const(want)}")
+                nxt = em.label()
+                em.lines.append(f"  br i1 {ok}, label %{nxt}, label %fail\n{nxt}:")
+    out = r.outs[0]
+    em.lines.append(f"  store double {tp.elems(out)[0]}, double* %value")
+    tp.reverse(out)
+    for e, start in tp.in_pos.items():
+        got = tp.adj.get(e) or [None] * r.size(e)
+        for k, v in enumerate(got):
+            p = em.tmp(f"getelementptr double, double* %grad, i64 {start + k}")
+            em.lines.append(f"  store double {const(0.0) if v is None else v}, double* {p}")
     body = "\n".join(em.lines)
     return (f"{em.declarations()}\n"
             "define i32 @tape(double* %x, double* %grad, double* %value) {\nentry:\n"
@@ -255,44 +503,6 @@ def _split_block(em, n_done):
     if n_done and n_done % BLOCK == 0:
         nxt = em.label()
         em.lines.append(f"  br label %{nxt}\n{nxt}:")
-
-
-def _reverse(r, em, elem, in_pos):
-    adj = {(r.outs[0], 0): const(1.0)}
-
-    def add(j, k, v):
-        if j < 0 or r.OP[j] == _CONST:
-            return
-        old = adj.get((j, k))
-        adj[(j, k)] = v if old is None else em.tmp(f"fadd double {old}, {v}")
-
-    for n_done, i in enumerate(reversed(r.schedule.tolist())):
-        _split_block(em, n_done)
-        g = adj.pop((i, 0), None)
-        if g is None:
-            continue
-        op = int(r.OP[i])
-        spec = OPS[op]
-        a, b = int(r.A[i]), int(r.B[i])
-        if spec.kind == "ew":
-            env = {"x": elem(a) if a >= 0 else const(r.C[i]),
-                   "y": elem(b) if b >= 0 else const(r.C[i]),
-                   "r": elem(i), "g": g, "c2": const(r.C2[i])}
-            add(a, 0, em.emit(spec.gx, env))
-            if spec.gy:
-                add(b, 0, em.emit(spec.gy, env))
-        elif spec.kind == "gather":
-            add(a, _extra(r, i), g)
-        elif spec.kind == "reshape":
-            add(a, 0, g)
-        elif op == _WHERE:
-            c = em.tmp(f"fcmp une double {elem(_extra(r, i))}, {const(0.0)}")
-            add(a, 0, em.tmp(f"select i1 {c}, double {g}, double {const(0.0)}"))
-            add(b, 0, em.tmp(f"select i1 {c}, double {const(0.0)}, double {g}"))
-    for e, start in in_pos.items():
-        for k in range(r.size(e)):
-            p = em.tmp(f"getelementptr double, double* %grad, i64 {start + k}")
-            em.lines.append(f"  store double {adj.get((e, k), const(0.0))}, double* {p}")
 
 
 def _target_machine():

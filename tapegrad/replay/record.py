@@ -38,6 +38,7 @@ class Record:
         self._pack_guards()
         self.max_size = max([self.size(i) for i in range(self.n)] + [1])
         self.top = max(self.outs + (list(grads) if grads else []))
+        self.native = None                   # the compiled tape, once built
         self._work()
 
     def _work(self):

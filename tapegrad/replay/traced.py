@@ -145,7 +145,7 @@ class Traced:
                 if r.out_tuple or r.size(r.outs[0]) != 1:
                     raise RuntimeError("grad can be implicitly created only for scalar outputs")
                 flat = np.empty(r.n_in)
-                native = getattr(r, "native", None)
+                native = r.native
                 if native is not None:
                     value = native(x, flat)
                     if value is not None:
@@ -165,22 +165,22 @@ class Traced:
         return grads
 
     def compile(self, strict=True):
-        """Lower each recording of scalar code to native code through LLVM (see
-        ``llvm_tape``); later gradients run it.  ``strict``: raise ``CompileError``
-        for a recording the compiled tier cannot lower (else it stays interpreted).
-        Returns the compile time in seconds."""
+        """Lower each recording to native code through LLVM (see ``llvm_tape``); later
+        gradients run it.  ``strict``: raise ``CompileError`` for a recording the
+        compiled tier cannot lower (else it stays interpreted).  Returns ``self``;
+        ``compile_seconds`` says how long it took."""
         import time
         from .llvm_tape import CompiledTape, CompileError
         t0 = time.perf_counter()
         for r in self.records:
-            if getattr(r, "native", None) is None:
+            if r.native is None:
                 try:
                     r.native = CompiledTape(r)
                 except CompileError:
                     if strict:
                         raise
         self.compile_seconds = time.perf_counter() - t0
-        return self.compile_seconds
+        return self
 
     def grad(self, *args):
         return self.value_and_grad(*args)[1]
