@@ -338,19 +338,9 @@ def stack(tensors, dim=0):
     from .elementwise import result_dtype
     rd = result_dtype(*tensors)
     value = np.stack([np.asarray(x._arr, rd.np) for x in tensors], axis=dim)
-    t = recording(*tensors) if value.dtype.kind == "f" else None
-    if t is None:
-        return _leaf(_norm(value))
-    parts = []
-    for x in tensors:
-        s = tuple(x.shape)
-        v = np.asarray(x._arr).reshape(s[:dim] + (1,) + s[dim:])
-        if x._rg:
-            parts.append(_result(v, t, rec_reshape(t, buf(t, x, False), v, CODE["unsqueeze"],
-                                                   HIDDEN)))
-        else:
-            parts.append(_leaf(v))
-    return _join(parts, value, dim, CODE["stack"])
+    # the pieces lie in the output as a concatenation's do (the new dim only regroups
+    # them): one stack entry over the inputs themselves, no unsqueeze entries
+    return _join(tensors, value, dim, CODE["stack"])
 
 
 def clone(input):
