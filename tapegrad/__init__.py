@@ -14,7 +14,8 @@ from .tensor import Size, Tensor
 from .elementwise import (FUNCTIONS as _EW, clamp, clamp_max, clamp_min, where)
 from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, reshape, split,
                         squeeze, stack, t, transpose, unbind, unsqueeze, view)
-from .reductions import amax, amin, argmax, argmin, max, mean, min, norm, prod, std, sum, var
+from .reductions import (all, amax, amin, any, argmax, argmin, max, mean, min, norm, prod, std,
+                         sum, var)
 from .linalg import bmm, dot, matmul, mm, mv, outer
 from .factories import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                         linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,

@@ -235,8 +235,22 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     return composite("LinalgVectorNormBackward0", body, input)
 
 
+def _truth(npf):
+    def test(input, dim=None, keepdim=False):
+        """Whether all / any elements (along ``dim``) are non-zero: a bool tensor, never
+        recorded (no gradient)."""
+        arr = input._arr
+        axis = None if dim is None else _wrap_dim(dim, input.ndim)
+        return _leaf(np.asarray(npf(arr != 0, axis=axis, keepdims=keepdim and axis is not None)))
+    test.__name__ = npf.__name__
+    return test
+
+
+all, any = _truth(np.all), _truth(np.any)
+
+
 def _install():
-    for f in (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std, norm):
+    for f in (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std, norm, all, any):
         setattr(Tensor, f.__name__, f)
 
 

@@ -242,6 +242,24 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __deepcopy__(self, memo):
+        """A new leaf with copied values (and a copy of ``.grad``), detached from every
+        tape; non-leaves refuse, as in PyTorch."""
+        if self._t is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) "
+                               "support the deepcopy protocol at the moment.  If you were "
+                               "attempting to deepcopy a module, this may be because of a "
+                               "torch.nn.utils.weight_norm usage, see "
+                               "https://github.com/pytorch/pytorch/pull/103001")
+        import copy
+        d = self._d
+        new = _leaf(d if d.__class__ is float else d.copy(), self._rg, self._inference)
+        memo[id(self)] = new
+        for k, v in self.__dict__.items():
+            if not k.startswith("_hooks") and k != "_post_hooks":
+                new.__dict__[k] = copy.deepcopy(v, memo)
+        return new
+
     def __repr__(self):
         d = self._arr
         body = np.array2string(d, separator=", ", prefix="tensor(",

@@ -362,3 +362,36 @@ def test_eight_threads_record_and_accumulate_into_a_shared_leaf():
                  * np.array([1.0, 2.0, 3.0]) * (k + 1) for k in range(8))
     np.testing.assert_allclose(w.grad.numpy(), expect)
     assert s.grad.item() == pytest.approx(rounds * sum(range(8)))
+
+
+def test_deepcopy_of_a_used_leaf_is_a_fresh_leaf(both):
+    import copy
+
+    def program(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        (x * 5).sum().backward()
+        c = copy.deepcopy(x)            # x has been used on a tape: c must not alias it
+        (3 * c).sum().backward()
+        assert c.is_leaf and c.requires_grad
+        return c.grad.tolist(), x.grad.tolist()
+    torch_out, tg_out = both(program)
+    assert torch_out == tg_out == ([8.0, 8.0], [5.0, 5.0])
+
+
+def test_deepcopy_of_a_non_leaf_is_refused(both):
+    import copy
+
+    def program(m):
+        y = m.tensor([1.0], requires_grad=True) * 2
+        with pytest.raises(RuntimeError, match="Only Tensors created explicitly by the user"):
+            copy.deepcopy(y)
+    both(program)
+
+
+def test_all_and_any_match_pytorch(both):
+    def program(m):
+        a = m.tensor([[1.0, 0.0], [2.0, 3.0]])
+        return [a.all().item(), a.any().item(), a.all(1).tolist(), m.any(a, 0).tolist(),
+                a.all(dim=1, keepdim=True).tolist()]
+    torch_out, tg_out = both(program)
+    assert torch_out == tg_out
