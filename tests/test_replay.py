@@ -299,3 +299,16 @@ def test_pickling_keeps_the_tapes_and_a_module_level_function():
     assert again.grad(tg.tensor(2.0)).item() == np.exp(2.0)   # re-records: fn came along
     lam = pickle.loads(pickle.dumps(trace(lambda x: x * 3, tg.tensor(1.0))))
     assert lam.grad(tg.tensor(5.0)).item() == 3.0
+
+
+def test_jvp_and_hvp_pass_over_comparisons_and_detached_values():
+    def f(x):
+        y = (x.sin() * x * (x > 0.2)).sum() + (x * x.detach()).sum()
+        return y * 2 if y > 1.0 else y - 1
+    x, v = RNG.uniform(-1, 1.5, 4), RNG.uniform(-1, 1, 4)
+    tr = trace(f, tg.tensor(x))
+    for name in ("jvp", "hvp"):
+        ours = getattr(tr, name)((tg.tensor(x),), tg.tensor(v))
+        theirs = getattr(F, name)(f, tg.tensor(x), tg.tensor(v))
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)

@@ -288,7 +288,13 @@ def cat(i, g, h):
     return out
 
 
+def no_gradient(i, g, h):
+    """Comparisons and detached copies (on traced tapes) pass nothing back."""
+    return []
+
+
 _BY_KIND = {"ew": elementwise, "where": where, "gather": gather, "reshape": reshape,
-            "index": index, "reduce": reduce, "matmul": matmul, "cat": cat}
+            "index": index, "reduce": reduce, "matmul": matmul, "cat": cat,
+            "compare": no_gradient, "stop": no_gradient}
 RULES = tuple(_BY_KIND.get(op.kind) for op in OPS)
 HOST_FIRST, HOST_LAST = kind_range("host")

@@ -12,7 +12,7 @@ compiled call and collect the rows (or columns) of a Jacobian.
 """
 from numba import njit
 
-from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST, HOST_FIRST,
+from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRST, GATHER_LAST, HOST_FIRST,
                         HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_MEAN,
                         OP_MEAN_DIM, OP_PROD, OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE,
                         RESHAPE_FIRST, RESHAPE_LAST, SOURCE_FIRST, SOURCE_LAST, ew_grad)
@@ -124,6 +124,9 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
     for i in range(lo, hi + 1):
         op = OP[i]
         if has[i] == 2 or SOURCE_FIRST <= op <= SOURCE_LAST:
+            continue
+        if op >= COMPARE_FIRST:       # comparisons and detached copies carry no tangent
+            has[i] = 0
             continue
         a, b = A[i], B[i]
         reached = (a >= 0 and has[a] != 0) or (b >= 0 and has[b] != 0)
