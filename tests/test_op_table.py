@@ -51,7 +51,7 @@ def test_kinds_are_contiguous_and_names_unique():
     assert len({op.name for op in OPS}) == len(OPS)
     for op in OPS:
         assert op.kind in ("ew", "source", "where", "gather", "reshape", "index", "reduce",
-                           "matmul", "cat", "host", "compare", "stop")
+                           "matmul", "cat", "softmax", "host", "compare", "stop")
 
 
 @pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)
@@ -157,6 +157,8 @@ STRUCTURAL = {
     "matmul": ([(2, 3, 4), (4, 2)], lambda a, b: a @ b),
     "cat": ([(3, 4), (3, 2)], lambda a, b: tg.cat([a, b], dim=1)),
     "stack": ([(3, 4), (3, 4)], lambda a, b: tg.stack([a, b], dim=1)),
+    "softmax": ([(2, 3, 4)], lambda a: tg.softmax(a, dim=1)),
+    "log_softmax": ([(3, 4)], lambda a: tg.log_softmax(a, dim=-1)),
 }
 SOURCES = {"leaf", "const", "external"}
 CHECKED_ELSEWHERE = {"to_copy",   # float32 round trips are too coarse for gradcheck

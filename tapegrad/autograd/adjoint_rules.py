@@ -288,13 +288,28 @@ def cat(i, g, h):
     return out
 
 
+def softmax(i, g, h):
+    """softmax: r (g - <g, r>); log_softmax: g - exp(r) sum(g), along the entry's dim."""
+    a = h.A[i]
+    if not _wants(h, a):
+        return []
+    outer, n, inner = (int(v) for v in h.extras(i)[:3])
+    g3 = g.reshape(outer, n, inner)
+    r3 = h(i).reshape(outer, n, inner)
+    if OPS[h.OP[i]].name == "softmax":
+        out = r3 * (g3 - (g3 * r3).sum(1, keepdim=True))
+    else:
+        out = g3 - r3.exp() * g3.sum(1, keepdim=True)
+    return [(a, out.reshape(h.shape(a)))]
+
+
 def no_gradient(i, g, h):
     """Comparisons and detached copies (on traced tapes) pass nothing back."""
     return []
 
 
 _BY_KIND = {"ew": elementwise, "where": where, "gather": gather, "reshape": reshape,
-            "index": index, "reduce": reduce, "matmul": matmul, "cat": cat,
+            "index": index, "reduce": reduce, "matmul": matmul, "cat": cat, "softmax": softmax,
             "compare": no_gradient, "stop": no_gradient}
 RULES = tuple(_BY_KIND.get(op.kind) for op in OPS)
 HOST_FIRST, HOST_LAST = kind_range("host")

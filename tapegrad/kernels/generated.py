@@ -90,14 +90,16 @@ OP_DOT = 62
 OP_MATMUL = 63
 OP_CAT = 64
 OP_STACK = 65
-OP_FUNCTION = 66
-OP_LT = 67
-OP_LE = 68
-OP_GT = 69
-OP_GE = 70
-OP_EQ = 71
-OP_NE = 72
-OP_DETACH = 73
+OP_SOFTMAX = 66
+OP_LOG_SOFTMAX = 67
+OP_FUNCTION = 68
+OP_LT = 69
+OP_LE = 70
+OP_GT = 71
+OP_GE = 72
+OP_EQ = 73
+OP_NE = 74
+OP_DETACH = 75
 
 EW_FIRST, EW_LAST = 0, 26
 SOURCE_FIRST, SOURCE_LAST = 27, 29
@@ -108,9 +110,10 @@ INDEX_FIRST, INDEX_LAST = 46, 48
 REDUCE_FIRST, REDUCE_LAST = 49, 58
 MATMUL_FIRST, MATMUL_LAST = 59, 63
 CAT_FIRST, CAT_LAST = 64, 65
-HOST_FIRST, HOST_LAST = 66, 66
-COMPARE_FIRST, COMPARE_LAST = 67, 72
-STOP_FIRST, STOP_LAST = 73, 73
+SOFTMAX_FIRST, SOFTMAX_LAST = 66, 67
+HOST_FIRST, HOST_LAST = 68, 68
+COMPARE_FIRST, COMPARE_LAST = 69, 74
+STOP_FIRST, STOP_LAST = 75, 75
 
 
 @njit(**_JIT)
@@ -236,16 +239,16 @@ def ew_grad(op, x, y, r, g, c2):
 @njit(**_JIT)
 def cmp_fwd(op, x, y):
     """Comparison ``op`` (an opcode of the compare kind) on scalars: 1.0 or 0.0."""
-    if op == 67:  # lt
+    if op == 69:  # lt
         return 1.0 if x < y else 0.0
-    elif op == 68:  # le
+    elif op == 70:  # le
         return 1.0 if x <= y else 0.0
-    elif op == 69:  # gt
+    elif op == 71:  # gt
         return 1.0 if x > y else 0.0
-    elif op == 70:  # ge
+    elif op == 72:  # ge
         return 1.0 if x >= y else 0.0
-    elif op == 71:  # eq
+    elif op == 73:  # eq
         return 1.0 if x == y else 0.0
-    elif op == 72:  # ne
+    elif op == 74:  # ne
         return 1.0 if x != y else 0.0
     return math.nan

@@ -13,7 +13,9 @@ from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAS
                         GATHER_LAST, HOST_FIRST, HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST,
                         MATMUL_LAST, OP_AMAX, OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_PROD,
                         OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST,
-                        SOURCE_FIRST, SOURCE_LAST, STOP_FIRST, STOP_LAST, cmp_fwd, ew_fwd)
+                        SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST,
+                        STOP_LAST, cmp_fwd, ew_fwd)
+from . import softmax
 from .reverse import DONE, HOST, extras_at, offsets, size_of, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -141,6 +143,8 @@ def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
                     for q in range(inner):
                         V[pos + q] = V[src + q]
                     pos += inner
+        elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
+            softmax.forward(i, op, OFF[a], oi, META, IAUX, V)
         elif HOST_FIRST <= op <= HOST_LAST:
             return HOST, i
     return DONE, -1

@@ -13,8 +13,9 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         HOST_LAST, INDEX_FIRST,
                         INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_AMAX, OP_AMIN, OP_CONST,
                         OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_MIN_ALL, OP_PROD, OP_PROD_DIM,
-                        OP_SUM, OP_SUM_DIM, OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST, SOURCE_FIRST,
-                        SOURCE_LAST, ew_grad)
+                        OP_SUM, OP_SUM_DIM, OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST,
+                        SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, ew_grad)
+from . import softmax
 
 _JIT = dict(cache=True, error_model="numpy")
 DONE, CONSUMED, HOST, HOOK, NAN = 0, 1, 2, 3, 4      # how a sweep ended
@@ -298,6 +299,8 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
                 buf = IAUX[e + 2 + 2 * j]
                 if not prune or _nonzero(buf, OFF, META, IAUX, G):
                     live[buf] = 1
+        elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
+            softmax.reverse(i, op, OFF[a], OFF[i], META, IAUX, V, G)
         elif HOST_FIRST <= op <= HOST_LAST:
             return HOST, i
         if check_nan and nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):

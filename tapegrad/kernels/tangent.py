@@ -15,7 +15,9 @@ from numba import njit
 from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRST, GATHER_LAST, HOST_FIRST,
                         HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_MEAN,
                         OP_MEAN_DIM, OP_PROD, OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE,
-                        RESHAPE_FIRST, RESHAPE_LAST, SOURCE_FIRST, SOURCE_LAST, ew_grad)
+                        RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST,
+                        SOURCE_LAST, ew_grad)
+from . import softmax
 from .reverse import DONE, HOST, extras_at, offsets, size_of, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -176,6 +178,8 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
             _reduce(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap)
         elif op <= MATMUL_LAST:
             _matmul(i, A, B, OFF, META, IAUX, V, T, has)
+        elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
+            softmax.tangent(i, op, OFF[a], oi, META, IAUX, V, T)
         else:   # cat
             e = extras_at(META, IAUX, i)
             outer, nin = IAUX[e], IAUX[e + 1]

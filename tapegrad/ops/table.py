@@ -25,6 +25,8 @@ Kinds, in opcode order (the sweep dispatches on ranges of codes):
   ``reduce``  sum / mean / amax / amin / prod over dims;
   ``matmul``  batched matrix products;
   ``cat``     concatenation of n inputs along a dim;
+  ``softmax`` softmax / log_softmax along a dim (extras: outer, n, inner), fused: one
+              entry where the composition would be five;
   ``host``    computed in Python (custom Functions): the sweep stops and resumes;
   ``compare`` comparisons (0.0 / 1.0), recorded only while tracing so that a replay
               recomputes masks and checks the guards that depend on them; no gradient;
@@ -173,6 +175,8 @@ OPS = (
     Op("matmul", "matmul", 2, "UnsafeViewBackward0", saves=("self", "other")),
     Op("cat", "cat", -1, "CatBackward0"),
     Op("stack", "cat", -1, "StackBackward0"),
+    Op("softmax", "softmax", 1, "SoftmaxBackward0", saves=("result",)),
+    Op("log_softmax", "softmax", 1, "LogSoftmaxBackward0", saves=("result",)),
     # one entry per output of a custom autograd.Function: a host entry, whose backward
     # runs in Python between two compiled sweeps
     Op("function", "host", -1, "Backward"),
@@ -187,7 +191,7 @@ OPS = (
 )
 
 KINDS = ("ew", "source", "where", "gather", "reshape", "index", "reduce", "matmul", "cat",
-         "host", "compare", "stop")
+         "softmax", "host", "compare", "stop")
 
 BY_NAME = {op.name: op for op in OPS}
 CODE = {op.name: i for i, op in enumerate(OPS)}

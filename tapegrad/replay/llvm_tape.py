@@ -175,7 +175,7 @@ class Emitter:
 
 MAX_ELEMENTS = 1 << 16      # values per tape the straight-line code may hold
 _KINDS = ("ew", "compare", "gather", "reshape", "stop", "where", "index", "reduce", "matmul",
-          "cat")
+          "cat", "softmax")
 
 
 def _check_supported(r):
@@ -283,7 +283,35 @@ class _Tape:
             return out
         if kind == "matmul":
             return self._matmul(i, src, self.elems(b))
+        if kind == "softmax":
+            return self._softmax(i, spec.name == "log_softmax", src)
         return self._reduce(i, spec.name, src)
+
+    def _rows(self, i):
+        """Element positions of each softmax row, as ``kernels/softmax.py`` walks them."""
+        outer, n, inner = (int(v) for v in _extras(self.r, i)[:3])
+        return [[p * n * inner + q + j * inner for j in range(n)]
+                for p in range(outer) for q in range(inner)]
+
+    def _softmax(self, i, log, src):
+        em = self.em
+        out = [None] * len(src)
+        for row in self._rows(i):
+            top = const(-math.inf)
+            for k in row:             # the max; NaN wins
+                x = src[k]
+                take = em.tmp(f"fcmp ugt double {x}, {top}")
+                top = em.tmp(f"select i1 {take}, double {x}, double {top}")
+            s = const(0.0)
+            for k in row:
+                z = em.tmp(f"fsub double {src[k]}, {top}")
+                s = em.tmp(f"fadd double {s}, {em._math('exp', [z])}")
+            lse = em._math("log", [s]) if log else None
+            for k in row:
+                z = em.tmp(f"fsub double {src[k]}, {top}")
+                out[k] = (em.tmp(f"fsub double {z}, {lse}") if log else
+                          em.tmp(f"fdiv double {em._math('exp', [z])}, {s}"))
+        return out
 
     def _matmul(self, i, X, Y):
         em = self.em
@@ -387,6 +415,24 @@ class _Tape:
             self._matmul_adjoint(i, g)
         elif kind == "reduce":
             self._reduce_adjoint(i, spec.name, g)
+        elif kind == "softmax":
+            self._softmax_adjoint(i, spec.name == "log_softmax", g)
+
+    def _softmax_adjoint(self, i, log, g):
+        em, a = self.em, int(self.r.A[i])
+        R = self.elems(i)
+        for row in self._rows(i):
+            acc = const(0.0)
+            for k in row:
+                t = g[k] if log else em.tmp(f"fmul double {g[k]}, {R[k]}")
+                acc = em.tmp(f"fadd double {acc}, {t}")
+            for k in row:
+                if log:
+                    t = em.tmp(f"fmul double {em._math('exp', [R[k]])}, {acc}")
+                    self.add(a, k, em.tmp(f"fsub double {g[k]}, {t}"))
+                else:
+                    d = em.tmp(f"fsub double {g[k]}, {acc}")
+                    self.add(a, k, em.tmp(f"fmul double {R[k]}, {d}"))
 
     def _matmul_adjoint(self, i, g):
         """dx = g y^T, dy = x^T g, in the interpreter's loop order."""

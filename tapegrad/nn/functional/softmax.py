@@ -1,7 +1,8 @@
 """softmax, log_softmax and logsumexp, stable: the max along ``dim`` is subtracted first.
 
-The shift is a constant (computed in NumPy, never recorded): the results do not depend
-on it, so neither do the gradients, and leaving it out of the graph keeps them exact.
+softmax and log_softmax are fused entries of the op table.  logsumexp is composed; its
+shift is a constant (computed in NumPy, never recorded): the result does not depend on
+it, so neither does the gradient, and leaving it out of the graph keeps it exact.
 As in PyTorch, logsumexp shifts by 0 where the max is infinite (so a row of -inf gives
 -inf), softmax and log_softmax by the max itself (such a row gives nan).
 """
@@ -11,6 +12,7 @@ import numpy as np
 
 from ...reductions import composite, sum
 from ...shape_ops import _wrap_dim
+from ...softmax_ops import fused
 from ...tensor import Tensor, from_array
 
 
@@ -47,25 +49,15 @@ def _cast(input, dtype):
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """One fused entry of the op table (``SoftmaxBackward0``)."""
     input = _cast(input, dtype)
-    d = _softmax_dim(input, dim, "softmax")
-
-    def body():
-        e = _minus(input, _max(input, (d,))).exp()
-        return e / sum(e, d, keepdim=True)
-    with _quiet():
-        return composite("SoftmaxBackward0", body, input)
+    return fused(input, _softmax_dim(input, dim, "softmax"), log=False)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """One fused entry of the op table (``LogSoftmaxBackward0``)."""
     input = _cast(input, dtype)
-    d = _softmax_dim(input, dim, "log_softmax")
-
-    def body():
-        z = _minus(input, _max(input, (d,)))
-        return z - sum(z.exp(), d, keepdim=True).log()
-    with _quiet():
-        return composite("LogSoftmaxBackward0", body, input)
+    return fused(input, _softmax_dim(input, dim, "log_softmax"), log=True)
 
 
 def logsumexp(input, dim, keepdim=False):

@@ -1,0 +1,83 @@
+"""Softmax and log-softmax along a dim: forward, reverse and tangent rules of the fused
+``softmax`` kind, shared by the sweeps.
+
+An entry's extras are (outer, n, inner): element j of row (p, q) sits at
+``(p * n + j) * inner + q``.  The forward subtracts the row's max (stable, as PyTorch).
+"""
+import math
+
+from numba import njit
+
+from .generated import OP_SOFTMAX
+
+_JIT = dict(cache=True, error_model="numpy")
+
+
+@njit(inline="always", **_JIT)
+def _rows(META, IAUX, i):
+    m = META[i]
+    e = m + 2 + IAUX[m + 1]
+    return IAUX[e], IAUX[e + 1], IAUX[e + 2]
+
+
+@njit(**_JIT)
+def forward(i, op, src, dst, META, IAUX, V):
+    """V[dst + ...] = softmax (or log_softmax) of V[src + ...]."""
+    outer, n, inner = _rows(META, IAUX, i)
+    for p in range(outer):
+        for q in range(inner):
+            base = p * n * inner + q
+            top = -math.inf
+            for j in range(n):
+                x = V[src + base + j * inner]
+                if x > top or x != x:
+                    top = x
+            s = 0.0
+            for j in range(n):
+                s += math.exp(V[src + base + j * inner] - top)
+            if op == OP_SOFTMAX:
+                for j in range(n):
+                    V[dst + base + j * inner] = math.exp(V[src + base + j * inner] - top) / s
+            else:
+                lse = math.log(s)
+                for j in range(n):
+                    V[dst + base + j * inner] = V[src + base + j * inner] - top - lse
+
+
+@njit(**_JIT)
+def reverse(i, op, oa, oi, META, IAUX, V, G):
+    """Add the input's adjoint: softmax r (g - <g, r>); log_softmax g - exp(r) sum(g)."""
+    outer, n, inner = _rows(META, IAUX, i)
+    for p in range(outer):
+        for q in range(inner):
+            base = p * n * inner + q
+            acc = 0.0
+            for j in range(n):
+                k = base + j * inner
+                acc += G[oi + k] * V[oi + k] if op == OP_SOFTMAX else G[oi + k]
+            for j in range(n):
+                k = base + j * inner
+                if op == OP_SOFTMAX:
+                    G[oa + k] += V[oi + k] * (G[oi + k] - acc)
+                else:
+                    G[oa + k] += G[oi + k] - math.exp(V[oi + k]) * acc
+
+
+@njit(**_JIT)
+def tangent(i, op, oa, oi, META, IAUX, V, T):
+    """The output's tangent: softmax r (t - <t, r>); log_softmax t - <t, exp(r)>."""
+    outer, n, inner = _rows(META, IAUX, i)
+    for p in range(outer):
+        for q in range(inner):
+            base = p * n * inner + q
+            acc = 0.0
+            for j in range(n):
+                k = base + j * inner
+                w = V[oi + k] if op == OP_SOFTMAX else math.exp(V[oi + k])
+                acc += T[oa + k] * w
+            for j in range(n):
+                k = base + j * inner
+                if op == OP_SOFTMAX:
+                    T[oi + k] = V[oi + k] * (T[oa + k] - acc)
+                else:
+                    T[oi + k] = T[oa + k] - acc
