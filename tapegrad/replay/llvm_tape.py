@@ -9,13 +9,12 @@ registers, added in the interpreter's order.  Every kind but custom Functions lo
 The op rules come from the op table: its forward and reverse expressions are compiled
 from their Python syntax, ``math`` calls become LLVM intrinsics or libm calls, and the
 ``scalar_math`` helpers are compiled from their source (their ``if ...: return`` bodies
-become selects) into functions that LLVM inlines, so constant operands fold
-(``x ** 2.0`` becomes ``x * x``).  A compiled tape computes what the interpreted replay
+become selects) into functions that LLVM inlines.  A compiled tape computes what the interpreted replay
 computes, bit for bit.
 
 Compile time is what limits this tier, so the IR is written as text (no IR objects),
-only the inliner and instruction combining run, and code generation is LLVM's fast
-path: all linear in the tape's length.
+only the inliner runs, and code generation is LLVM's fast path on blocks of bounded
+length: all linear in the tape's length.
 """
 import ast
 import ctypes
@@ -568,9 +567,7 @@ class CompiledTape:
         tm = _target_machine()
         pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
         mpm = llvm.create_new_module_pass_manager()
-        mpm.add_always_inliner_pass()
-        mpm.add_instruction_combine_pass()
-        mpm.add_simplify_cfg_pass()
+        mpm.add_always_inliner_pass()     # (instruction combining would be superlinear)
         mpm.run(mod, pb)
         pb.close()
         self.engine = llvm.create_mcjit_compiler(mod, tm)
