@@ -7,6 +7,7 @@ its gradient to AccumulateGrad, which adds it into ``.grad``.  Matrix products p
 ``HOST_MIN_MACS`` are host entries: the sweep stops there, NumPy's BLAS computes their
 adjoints on views of the arenas, and the sweep resumes below them.
 """
+import re
 import threading
 import warnings
 
@@ -18,6 +19,8 @@ from ..kernels.reverse import CONSUMED, DONE, HOOK, NAN, consume, sweep
 from . import anomaly
 from .graph import _inputs as _graph_inputs
 from .hooks import apply_hooks, run_hooks
+from .node_hooks import at_hook, function_output_hooks
+from .saved_hooks import drop_consumed
 from ..tensor import Tensor, _leaf, _new, _norm
 
 _ACCUMULATE = threading.RLock()
@@ -107,10 +110,10 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
     return deliveries, found
 
 
-def _run(top, lo, t, G, live, scratch, omap, check_nan):
+def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1):
     """Sweep entries ``top`` down to ``lo``, handling the sweep's stops (host entries,
-    hooks, consumed entries, NaN in anomaly mode); returns the next entry below."""
-    done = -1
+    hooks, consumed entries, NaN in anomaly mode); returns the next entry below.
+    ``done``: an entry whose hooks have run (the sweep does not stop there again)."""
     OFF = t.OFF
     while top >= lo:
         status, i = sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G,
@@ -121,11 +124,11 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan):
             raise RuntimeError(tp.SECOND_BACKWARD)
         if status == NAN:
             _raise_nan(t, i, G)
-        if status == HOOK:             # tensor hooks on entry i's gradient, then resume at i
-            o, size = OFF[i], t.size(i)
-            G[o:o + size] = run_hooks(t.hooks[i], G[o:o + size].reshape(t.shape(i)),
-                                      t.hook_dtypes[i]).reshape(-1)
-            top = done = i
+        if status == HOOK:             # hooks wait for entry i's gradient
+            top, done = at_hook(t, i, G, live, lambda e: _run(
+                e, e, t, G, live, scratch, omap, check_nan, e))
+            if check_nan and done < 0:
+                _raise_nan(t, i, G)
             continue
         if t.OP[i] == _FUNCTION:       # a custom Function: its backward in Python
             top = _host_function(t, i, G, live)
@@ -228,9 +231,10 @@ def modified_saved_error(t, live, n):
             x = ref()
             what = "a tensor"
             if x is not None:
+                now = x._version
                 kind = {np.dtype(np.float64): "DoubleTensor",
                         np.dtype(np.float32): "FloatTensor"}.get(x._arr.dtype, "Tensor")
-                holder = (x.grad_fn.name().replace("Backward0", "").replace("Backward1", "")
+                holder = (re.sub(r"Backward\d*$", "", x.grad_fn.name())
                           if x.grad_fn is not None else "AccumulateGrad")
                 what = f"[tapegrad.{kind} {list(x.shape)}], which is output 0 of {holder},"
             return RuntimeError(
@@ -255,6 +259,7 @@ def _host_function(t, i, G, live):
     its gradients into the inputs' adjoints.  Returns where the sweep resumes."""
     group = t.functions[i]
     OFF = t.OFF
+    function_output_hooks(t, group, G, live)
     grads = []
     for e, _, _, _ in group.outputs:
         size = t.size(e)
@@ -290,6 +295,8 @@ def consume_swept(t, live):
     n = len(live)
     if n < t.next:          # entries recorded since the sweep (create_graph's) stay
         live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
+    if t.packed:
+        drop_consumed(t, live)
     if consume(t.next, t.OP, t.FLAGS, live) == 0:
         t.release()
     tp.replace_default(t)
@@ -347,9 +354,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     inputs = _as_tuple(inputs)
     if inputs:
         _, found = run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
-        for x, g in zip(inputs, found):
-            if g is not None:
-                accumulate(x, g)
+        with _ACCUMULATE:
+            for x, g in zip(inputs, found):
+                if g is not None:
+                    accumulate(x, g)
         return
     if create_graph:
         warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=3)
