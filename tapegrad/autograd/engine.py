@@ -19,7 +19,7 @@ from ..kernels.reverse import CONSUMED, DONE, HOOK, NAN, consume, sweep
 from . import anomaly
 from .graph import _inputs as _graph_inputs
 from .hooks import apply_hooks, run_hooks
-from .node_hooks import at_hook, function_output_hooks
+from .node_hooks import accumulate_post_hooks, at_hook, function_output_hooks
 from .saved_hooks import drop_consumed
 from ..tensor import Tensor, _leaf, _new, _norm
 
@@ -304,10 +304,12 @@ def consume_swept(t, live):
 
 def _accumulate(x, g):
     """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype
-    (after the leaf's tensor hooks, if it has any)."""
+    (after the leaf's tensor hooks and AccumulateGrad prehooks, if it has any); returns
+    the gradient added."""
     extra = x.__dict__
     if extra and "_hooks" in extra:
-        g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np)
+        g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np,
+                      extra.get("_acc_hooks"))
     old = x.grad
     d = x._d
     if d.__class__ is float:           # the scalar path: one float, one new tensor
@@ -317,11 +319,12 @@ def _accumulate(x, g):
             x.grad = o
         else:
             old._d = old._d + g
-        return
+        return g
     if old is None:
         x.grad = _leaf(_norm(np.array(g, d.dtype)))        # always a copy: g may view G
     else:
         old._d = _norm(np.asarray(old._arr + g, d.dtype))
+    return g
 
 
 def accumulate_recorded(x, g):
@@ -329,10 +332,11 @@ def accumulate_recorded(x, g):
     (out of place, so an earlier ``.grad`` keeps its own)."""
     extra = x.__dict__
     if extra and "_hooks" in extra:
-        g = apply_hooks(extra["_hooks"], g)
+        g = apply_hooks(extra["_hooks"], g, extra.get("_acc_hooks"))
     if g.dtype != x.dtype:
         g = g.to(x.dtype)
     x.grad = g if x.grad is None else x.grad + g
+    return g
 
 
 def _prepare(outputs, grad_outputs, create_graph):
@@ -365,11 +369,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
         for leaf, g in deliveries:
             if leaf._rg:
-                accumulate(leaf, g)
+                g = accumulate(leaf, g)
                 extra = leaf.__dict__
                 if "_post_hooks" in extra:
                     for fn in list(extra["_post_hooks"].values()):
                         fn(leaf)
+                    if "_acc_hooks" in extra:
+                        accumulate_post_hooks(extra["_acc_hooks"], g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -102,6 +102,17 @@ class AccumulateGrad:
 
     next_functions = ()
 
+    def register_hook(self, fn):
+        """``fn((), (grad,))`` after the leaf's ``.grad`` is updated."""
+        from .node_hooks import register_accumulate
+        return register_accumulate(self.variable, fn, post=True)
+
+    def register_prehook(self, fn):
+        """``fn((grad,))`` before accumulation (after the leaf's tensor hooks); it may
+        return a replacement."""
+        from .node_hooks import register_accumulate
+        return register_accumulate(self.variable, fn, post=False)
+
     @property
     def metadata(self):
         if self._meta is None:

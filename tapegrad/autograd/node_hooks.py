@@ -29,7 +29,7 @@ from ..tape import HOOKED
 from ..tensor import from_array
 from .adjoint_rules import RULES
 from .graph import edges, node_outputs
-from .hooks import RemovableHandle, run_hooks
+from .hooks import RemovableHandle, replaced, run_hooks
 from .recorded_backward import _Reader, _add, _complete
 from .saved_hooks import restore, rule_contributions, write_unpacked
 
@@ -53,29 +53,34 @@ def register(t, key, fn, post):
         for e in node_outputs(t, key)[0]:
             t.node_hooks[e] = hooks
             t.FLAGS[e] |= HOOKED
+    return _add_hook(hooks, fn, post)
+
+
+def register_accumulate(leaf, fn, post):
+    """A hook on a leaf's AccumulateGrad: kept on the leaf (its AccumulateGrad view may
+    be rebuilt), run where the leaf's gradient is delivered: prehooks after the leaf's
+    tensor hooks, post hooks (``fn((), (grad,))``) after ``.grad`` is updated."""
+    extra = leaf.__dict__
+    hooks = extra.get("_acc_hooks")
+    if hooks is None:
+        hooks = extra["_acc_hooks"] = NodeHooks(-1)
+        extra.setdefault("_hooks", {})        # the engine looks for hooks of a leaf by
+        extra.setdefault("_post_hooks", {})   # these two keys only
+    return _add_hook(hooks, fn, post)
+
+
+def accumulate_post_hooks(hooks, g):
+    """The post hooks of a leaf's AccumulateGrad (``grad_inputs`` is empty)."""
+    grads = (g if hasattr(g, "_arr") else from_array(np.array(g)),)
+    for fn in list(hooks.post.values()):
+        replaced(fn, fn((), grads), ())
+
+
+def _add_hook(hooks, fn, post):
     table = hooks.post if post else hooks.pre
     handle = RemovableHandle(table)
     table[handle.id] = fn
     return handle
-
-
-def _name(fn):
-    return getattr(fn, "__name__", repr(fn))
-
-
-def replaced(fn, result, old):
-    """A hook's replacement of the tuple ``old``, checked as PyTorch checks it."""
-    if result is None:
-        return old
-    if not isinstance(result, tuple):
-        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
-    if len(result) != len(old):
-        raise RuntimeError(f"hook '{_name(fn)}' has returned an incorrect number of values "
-                           f"(got {len(result)}, but expected {len(old)})")
-    for new, was in zip(result, old):
-        if new is not None and was is not None and tuple(new.shape) != tuple(was.shape):
-            raise RuntimeError(f"hook '{_name(fn)}' has changed the size of value")
-    return result
 
 
 def node_backward(t, h, hooks, grads):
