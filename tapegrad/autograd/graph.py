@@ -12,6 +12,9 @@ import numpy as np
 
 from ..ops.table import CODE, OPS
 from ..tape import CONSUMED, HIDDEN
+from .saved_hooks import disable_saved_tensors_hooks, saved_tensors_hooks, unpacked_slot
+
+__all__ = ["AccumulateGrad", "Node", "disable_saved_tensors_hooks", "saved_tensors_hooks"]
 
 _LEAF, _CONST, _EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _CAT = {CODE["cat"], CODE["stack"]}
@@ -238,6 +241,9 @@ def _saved(t, i, what):
     from ..tensor import from_array
     if t.FLAGS[i] & CONSUMED and t.released:
         t.value(i)  # raises PyTorch's "freed" error
+    unpacked = unpacked_slot(t, i, what)    # packed by saved_tensors_hooks
+    if unpacked is not None:
+        return unpacked
     if what == "result":
         j = i
     elif what == "self":

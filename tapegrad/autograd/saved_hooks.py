@@ -11,7 +11,8 @@ leaf, the unbroadcast operand of a broadcast); the packed objects are kept on th
 ``unpack_hook`` runs on each and the entry's backward reads the unpacked values (the
 compiled sweep: written into the value arena for this entry only, then restored; the
 recorded backward: the tensors themselves), so a pack/unpack pair that changes values
-changes the gradient, as in PyTorch.  ``ctx.save_for_backward`` of a custom Function is
+changes the gradient, as in PyTorch (under ``create_graph``, an unpacked value without
+history is attached to the saved value's history, as PyTorch does).  ``ctx.save_for_backward`` of a custom Function is
 packed when ``apply`` returns and unpacked at each ``ctx.saved_tensors``.
 
 Composite ops (softmax, var, ...) are several tape entries: each inner entry packs what
@@ -28,10 +29,10 @@ import threading
 import numpy as np
 
 from .. import tape as tp
-from ..grad_mode import no_grad
+from ..grad_mode import STATE, no_grad
 from ..ops.table import CODE, OPS
 from ..record import broadcast_shape
-from ..tensor import Tensor, _norm, _result
+from ..tensor import Tensor, _norm, _result, from_array
 
 _LOCAL = threading.local()
 _LOCK = threading.Lock()
@@ -259,6 +260,10 @@ def rule_contributions(rule, t, h, j, g):
     for _, k, shown, p, unpack_hook in packed:
         x = _unpack(unpack_hook, p)
         shape = _fitted_shape(t, shown, x, j)
+        if STATE.grad and x._t is None and not x._rg:
+            # as PyTorch, an unpacked value without history takes the saved one's: the
+            # saved tensor plus the (constant) difference
+            x = h(shown) + from_array(np.asarray(x._arr, np.float64) - h.value(shown))
         if tuple(x.shape) != shape or k != shown:
             x = tg.broadcast_to(x, h.shape(k))
         before.append((k, h.cache.get(k)))
