@@ -217,6 +217,8 @@ class Tape:
             if i is None:
                 i = self._source(EXTERNAL, t)
                 self._ext[id(t)] = i
+                # for an in-place op that gives t a new history (inplace.keep_old_history)
+                t.__dict__.setdefault("_ext_tapes", []).append(weakref.ref(self))
             return i
         i = self._source(LEAF if t._rg else CONST, t)
         t._tid, t._i = self.uid, i      # in this order: readers read _i first

@@ -10,7 +10,7 @@ import functools
 import numpy as np
 
 from ..grad_mode import no_grad
-from ..inplace import _note_modified
+from ..inplace import _note_modified, keep_old_history
 from ..ops.table import CODE
 from ..tensor import Tensor, _result, buf, from_array, recording
 from . import saved_hooks
@@ -90,6 +90,7 @@ class Function:
             t.functions[i] = group
             group.outputs.append((i, k, o.dtype.np, tuple(o.shape)))
             if id(o) in dirty:         # the modified input itself, with this history
+                keep_old_history(o)
                 o._t, o._tid, o._i, o._rg = t, t.uid, i, True
                 results.append(o)
             else:
