@@ -28,7 +28,7 @@ class Noisy(tg.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         Noisy.calls[0] += 1
-        return g * 3.0 + 1e-7 * (Noisy.calls[0] % 2)   # within tolerance, but not repeatable
+        return g * (3.0 + 1e-7 * (Noisy.calls[0] % 2))   # within tolerance, not repeatable
 
 
 def _x():
@@ -54,6 +54,8 @@ def test_non_reentrant_backward_is_caught():
     assert gradcheck(Noisy.apply, [_x()], nondet_tol=1e-6)
 
 
-def test_float32_inputs_are_refused():
-    with pytest.raises(GradcheckError, match="is not a double precision"):
-        gradcheck(lambda a: a * 2, [tg.ones(2, dtype=tg.float32, requires_grad=True)])
+def test_float32_inputs_are_warned_about():
+    with pytest.warns(UserWarning, match="Input #0 requires gradient and is not a double "
+                                         "precision floating point"):
+        gradcheck(lambda a: a * 2, [tg.ones(2, dtype=tg.float32, requires_grad=True)],
+                  atol=1e-2, rtol=1e-2, eps=1e-3)
