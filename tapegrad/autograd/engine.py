@@ -19,7 +19,8 @@ from ..kernels.reverse import CONSUMED, DONE, HOOK, NAN, consume, sweep
 from . import anomaly
 from .graph import _inputs as _graph_inputs
 from .hooks import apply_hooks, run_hooks
-from .node_hooks import accumulate_post_hooks, at_hook, function_output_hooks
+from .node_hooks import (accumulate_hooks, accumulate_post_hooks, at_hook,
+                         function_output_hooks)
 from .saved_hooks import drop_consumed
 from ..tensor import Tensor, _leaf, _new, _norm
 
@@ -309,7 +310,7 @@ def _accumulate(x, g):
     extra = x.__dict__
     if extra and "_hooks" in extra:
         g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np,
-                      extra.get("_acc_hooks"))
+                      accumulate_hooks(extra))
     old = x.grad
     d = x._d
     if d.__class__ is float:           # the scalar path: one float, one new tensor
@@ -332,7 +333,7 @@ def accumulate_recorded(x, g):
     (out of place, so an earlier ``.grad`` keeps its own)."""
     extra = x.__dict__
     if extra and "_hooks" in extra:
-        g = apply_hooks(extra["_hooks"], g, extra.get("_acc_hooks"))
+        g = apply_hooks(extra["_hooks"], g, accumulate_hooks(extra))
     if g.dtype != x.dtype:
         g = g.to(x.dtype)
     x.grad = g if x.grad is None else x.grad + g
@@ -374,8 +375,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 if "_post_hooks" in extra:
                     for fn in list(extra["_post_hooks"].values()):
                         fn(leaf)
-                    if "_acc_hooks" in extra:
-                        accumulate_post_hooks(extra["_acc_hooks"], g)
+                    acc = accumulate_hooks(extra)
+                    if acc is not None:
+                        accumulate_post_hooks(acc, g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

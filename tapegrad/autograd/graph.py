@@ -94,11 +94,12 @@ class Node:
 class AccumulateGrad:
     """The node that writes a leaf's gradient into ``.grad``."""
 
-    __slots__ = ("variable", "_meta", "__weakref__")
+    __slots__ = ("variable", "_meta", "_hooks", "__weakref__")
 
     def __init__(self, variable):
         self.variable = variable
         self._meta = None
+        self._hooks = None         # NodeHooks, once a hook is registered
 
     def name(self):
         return "torch::autograd::AccumulateGrad"   # PyTorch's name() for this node
@@ -108,13 +109,13 @@ class AccumulateGrad:
     def register_hook(self, fn):
         """``fn((), (grad,))`` after the leaf's ``.grad`` is updated."""
         from .node_hooks import register_accumulate
-        return register_accumulate(self.variable, fn, post=True)
+        return register_accumulate(self, fn, post=True)
 
     def register_prehook(self, fn):
         """``fn((grad,))`` before accumulation (after the leaf's tensor hooks); it may
         return a replacement."""
         from .node_hooks import register_accumulate
-        return register_accumulate(self.variable, fn, post=False)
+        return register_accumulate(self, fn, post=False)
 
     @property
     def metadata(self):

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..grad_mode import no_grad
 from ..ops.table import CODE
-from ..tape import HOOKED
+from ..tape import HOOKED, live_tape
 from ..tensor import from_array
 from .adjoint_rules import RULES
 from .graph import edges, node_outputs
@@ -56,17 +56,28 @@ def register(t, key, fn, post):
     return _add_hook(hooks, fn, post)
 
 
-def register_accumulate(leaf, fn, post):
-    """A hook on a leaf's AccumulateGrad: kept on the leaf (its AccumulateGrad view may
-    be rebuilt), run where the leaf's gradient is delivered: prehooks after the leaf's
-    tensor hooks, post hooks (``fn((), (grad,))``) after ``.grad`` is updated."""
-    extra = leaf.__dict__
-    hooks = extra.get("_acc_hooks")
-    if hooks is None:
-        hooks = extra["_acc_hooks"] = NodeHooks(-1)
+def register_accumulate(acc, fn, post):
+    """A hook on a leaf's AccumulateGrad, run where the leaf's gradient is delivered:
+    prehooks after the leaf's tensor hooks, post hooks (``fn((), (grad,))``) after
+    ``.grad`` is updated.  The hooks live as long as the AccumulateGrad, which the leaf
+    holds weakly (as in PyTorch) and the tape the leaf is on holds strongly."""
+    if acc._hooks is None:
+        acc._hooks = NodeHooks(-1)
+        leaf = acc.variable
+        extra = leaf.__dict__
         extra.setdefault("_hooks", {})        # the engine looks for hooks of a leaf by
         extra.setdefault("_post_hooks", {})   # these two keys only
-    return _add_hook(hooks, fn, post)
+        t = live_tape(leaf._tid)
+        if t is not None and t.sources.get(leaf._i) is leaf:
+            t.views[leaf._i] = acc
+    return _add_hook(acc._hooks, fn, post)
+
+
+def accumulate_hooks(extra):
+    """The NodeHooks of the AccumulateGrad of the leaf with ``__dict__`` extra, if any."""
+    ref = extra.get("_acc")
+    acc = ref() if ref is not None else None
+    return None if acc is None else acc._hooks
 
 
 def accumulate_post_hooks(hooks, g):
