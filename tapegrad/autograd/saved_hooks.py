@@ -256,8 +256,8 @@ def rule_contributions(rule, t, h, j, g):
     if not packed:
         return rule(j, g, h)
     import tapegrad as tg
-    before = []
-    for _, k, shown, p, unpack_hook in packed:
+    swaps = []
+    for _, k, shown, p, unpack_hook in packed:      # all read before any is swapped in
         x = _unpack(unpack_hook, p)
         shape = _fitted_shape(t, shown, x, j)
         if STATE.grad and x._t is None and not x._rg:
@@ -266,8 +266,9 @@ def rule_contributions(rule, t, h, j, g):
             x = h(shown) + from_array(np.asarray(x._arr, np.float64) - h.value(shown))
         if tuple(x.shape) != shape or k != shown:
             x = tg.broadcast_to(x, h.shape(k))
-        before.append((k, h.cache.get(k)))
-        h.cache[k] = x
+        swaps.append((k, x))
+    before = [(k, h.cache.get(k)) for k, _ in swaps]
+    h.cache.update(swaps)
     try:
         return rule(j, g, h)
     finally:
