@@ -21,7 +21,7 @@ from .graph import _inputs as _graph_inputs
 from .hooks import apply_hooks, run_hooks
 from .node_hooks import (accumulate_hooks, accumulate_post_hooks, at_hook,
                          function_output_hooks)
-from .saved_hooks import drop_consumed
+from .saved_hooks import drop_consumed, saved_slots
 from ..tensor import Tensor, _leaf, _new, _norm
 
 _ACCUMULATE = threading.RLock()
@@ -220,15 +220,19 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
 def modified_saved_error(t, live, n):
     """PyTorch's error if a swept entry needs a saved value that an in-place op changed
     after the entry was recorded; None otherwise.  Called only when the tape saw an
-    in-place op."""
+    in-place op.  What an entry saves is what PyTorch saves (``saved_slots``: ``x * 3``
+    saves nothing of x; a broadcast operand is saved unbroadcast)."""
     ops = t.OP[:n]
     idx = np.arange(n)
-    swept = live[:n].astype(bool)
+    swept = live[:n].astype(bool) & (SAVES[0][ops] | SAVES[1][ops] | SAVES[2][ops])
+    A, B = t.A[:n], t.B[:n]
+    A2, B2 = t.A[np.maximum(A, 0)], t.A[np.maximum(B, 0)]     # through a broadcast
     for entry, (ref, now, then, boundary) in t.modified.items():
-        before = swept & (idx < boundary)
-        bad = before & (((t.A[:n] == entry) & SAVES[0][ops]) | ((t.B[:n] == entry) & SAVES[1][ops])
-                        | ((idx == entry) & SAVES[2][ops]))
-        if bad.any():
+        near = swept & (idx < boundary) & ((A == entry) | (B == entry) | (idx == entry)
+                                           | ((A >= 0) & (A2 == entry))
+                                           | ((B >= 0) & (B2 == entry)))
+        if any(entry in (j, shown) for i in np.flatnonzero(near)
+               for _, j, shown in saved_slots(t, int(i))):
             x = ref()
             what = "a tensor"
             if x is not None:
@@ -243,7 +247,7 @@ def modified_saved_error(t, live, n):
                 f"inplace operation: {what} is at version {now}; expected version {then} "
                 "instead. Hint: enable "
                 "anomaly detection to find the operation that failed to compute its gradient, "
-                "with torch.autograd.set_detect_anomaly(True).")
+                "with torch.autograd.set_detect_anomaly(True, check_nan=False).")
     return None
 
 
