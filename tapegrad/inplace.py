@@ -56,8 +56,9 @@ def keep_old_history(x):
     to its new history (which may lead back to them)."""
     if x._t is None:          # a constant gets a history (rare): look on every live tape
         stand = _leaf(x._d)
-        for t in list(_live.values()):
-            for e, src in list(t.sources.items()):
+        for ref in _live.valuerefs():
+            t = ref()
+            for e, src in list(t.sources.items()) if t is not None else ():
                 if src is x:
                     t.sources[e] = stand
         return

@@ -342,8 +342,10 @@ def observe_entries(name, fn):
         _observers[name] = fn
     on = bool(_observers)
     Tape.append = _observed_append if on else _plain_append
-    for t in list(_live.values()):
-        t._stage_put = _observed_stage_put(t) if on else t.stage.extend
+    for ref in _live.valuerefs():      # a copy taken at once: other threads make tapes
+        t = ref()
+        if t is not None:
+            t._stage_put = _observed_stage_put(t) if on else t.stage.extend
 
 
 _PACKAGE = __file__.rsplit("/", 1)[0]
