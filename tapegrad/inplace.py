@@ -14,7 +14,7 @@ import numpy as np
 
 from . import dtypes
 from .grad_mode import STATE
-from .tape import _live, HIDDEN, current_tape, live_tape
+from .tape import HIDDEN, _live, current_tape, live_tape
 from .tensor import Tensor, _leaf, _result
 
 

@@ -96,7 +96,7 @@ class Tape:
         self.sources = {}        # entry -> the Tensor of a leaf/const/external entry
         self.retained = {}       # entry -> non-leaf Tensor that retains its grad
         self.names = {}          # entry -> Node name of a composite op's last step
-        self.views = {}          # entry -> cached Node view
+        self.views = {}          # entry -> cached Node view (a hooked leaf: its AccumulateGrad)
         self.hooks = {}          # entry -> {handle id: tensor hook}
         self.hook_dtypes = {}    # entry -> dtype of the hooked tensor
         self.node_hooks = {}     # entry -> NodeHooks of its Node (Node.register_hook / prehook)

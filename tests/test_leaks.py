@@ -15,7 +15,7 @@ def _collected(make, backward=True):
     every reference (with or without a backward first), gc must free them all."""
     with tg.Tape() as t:
         watched, loss = make()
-    refs = [weakref.ref(x) for x in watched] + [weakref.ref(t)]
+    refs = [weakref.ref(w) for w in watched] + [weakref.ref(t)]
     if backward:
         loss.backward()
     del watched, loss, t
@@ -33,7 +33,7 @@ class SavesOutput(tg.autograd.Function):
 
     @staticmethod
     def backward(ctx, g):
-        x, y = ctx.saved_tensors
+        _, y = ctx.saved_tensors
         return g * y
 
 
@@ -57,7 +57,8 @@ def node_hooks():
     z.grad_fn.register_prehook(lambda go: (go[0] * z.detach(),))
     z.grad_fn.register_hook(lambda gi, go: (gi[0] + 0 * z.detach(), gi[1]))
     acc = z.grad_fn.next_functions[1][0]
-    acc.register_hook(lambda gi, go: [acc.variable] and None)    # refers to its leaf
+    seen = []
+    acc.register_hook(lambda gi, go: seen.append(acc.variable))    # refers to its leaf
     return [x, z], z.sum()
 
 

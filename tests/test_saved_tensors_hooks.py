@@ -4,9 +4,9 @@ import threading
 
 import numpy as np
 import pytest
+from test_node_hooks import same
 
 import tapegrad as tg
-from test_node_hooks import same
 
 pytestmark = pytest.mark.usefixtures("torch_float64")
 
@@ -139,14 +139,14 @@ def test_errors(both):
                 out.append(f"{type(e).__name__}: {e}")
 
         def hooks_inside_disabled():
-            with graph.disable_saved_tensors_hooks("saved hooks are off here"):
-                with graph.saved_tensors_hooks(lambda t: t, lambda p: p):
-                    pass
+            with graph.disable_saved_tensors_hooks("saved hooks are off here"), \
+                    graph.saved_tensors_hooks(lambda t: t, lambda p: p):
+                pass
 
         def disabled_inside_hooks():
-            with graph.saved_tensors_hooks(lambda t: t, lambda p: p):
-                with graph.disable_saved_tensors_hooks("off inside"):
-                    pass
+            with graph.saved_tensors_hooks(lambda t: t, lambda p: p), \
+                    graph.disable_saved_tensors_hooks("off inside"):
+                pass
 
         def pack_in_place():
             with graph.saved_tensors_hooks(lambda t: t.mul_(2), lambda p: p):

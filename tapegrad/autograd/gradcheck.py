@@ -14,6 +14,7 @@ Accepted and not checked: ``check_batched_grad`` and ``check_batched_forward_gra
 (PyTorch checks them with vmap, which tapegrad does not have), ``check_grad_dtypes``
 (tapegrad's gradients always have their input's dtype) and ``masked`` (sparse inputs).
 """
+import functools
 import warnings
 
 import numpy as np
@@ -246,9 +247,9 @@ def _test_undefined_backward_mode(func, inputs, diff_inputs):
                       "function. If this is true for you, you can call this function with "
                       '"check_undefined_grad=False" to disable the feature', stacklevel=4)
 
-    def check(compute):
+    def check(backward, *args):
         try:
-            grads = compute()
+            grads = backward(*args)
         except RuntimeError as e:
             warn_bc_breaking()
             raise GradcheckError("Expected backward function to handle undefined output "
@@ -262,11 +263,12 @@ def _test_undefined_backward_mode(func, inputs, diff_inputs):
     outs = _differentiable(_outputs(func, inputs))
     for group in _functions_behind(outs):
         with no_grad():
-            check(lambda: group.call_backward([None] * len(group.outputs)))
+            check(group.call_backward, [None] * len(group.outputs))
     for k in range(len(outs) if len(outs) > 1 else 0):
         outs = [_UndefinedGrad.apply(o) if i == k else o
                 for i, o in enumerate(_differentiable(_outputs(func, inputs)))]
-        check(lambda: grad(outs, diff_inputs, _zero_grad_outputs(outs), allow_unused=True))
+        check(functools.partial(grad, allow_unused=True), outs, diff_inputs,
+              _zero_grad_outputs(outs))
 
 
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,

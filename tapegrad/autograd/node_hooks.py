@@ -30,7 +30,7 @@ from ..tensor import from_array
 from .adjoint_rules import RULES
 from .graph import edges, node_outputs
 from .hooks import RemovableHandle, replaced, run_hooks
-from .recorded_backward import _Reader, _add, _complete
+from .recorded_backward import _add, _complete, _Reader
 from .saved_hooks import restore, rule_contributions, write_unpacked
 
 _FUNCTION = CODE["function"]

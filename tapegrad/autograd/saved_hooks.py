@@ -12,8 +12,9 @@ leaf, the unbroadcast operand of a broadcast); the packed objects are kept on th
 compiled sweep: written into the value arena for this entry only, then restored; the
 recorded backward: the tensors themselves), so a pack/unpack pair that changes values
 changes the gradient, as in PyTorch (under ``create_graph``, an unpacked value without
-history is attached to the saved value's history, as PyTorch does).  ``ctx.save_for_backward`` of a custom Function is
-packed when ``apply`` returns and unpacked at each ``ctx.saved_tensors``.
+history is attached to the saved value's history, as PyTorch does).
+``ctx.save_for_backward`` of a custom Function is packed when ``apply`` returns and
+unpacked at each ``ctx.saved_tensors``.
 
 Composite ops (softmax, var, ...) are several tape entries: each inner entry packs what
 it reads, so the number of pack calls may differ from PyTorch's one node.  Integer data
