@@ -222,3 +222,14 @@ def test_node_hooks_cost_nothing_when_absent():
     assert not t.node_hooks and not (t.FLAGS[:t.n] & tg.tape.HOOKED).any()
     y.grad_fn.register_prehook(lambda go: None)
     assert t.FLAGS[y._i] & tg.tape.HOOKED and not t.FLAGS[y._i - 1] & tg.tape.HOOKED
+
+
+def test_a_multi_output_node_runs_its_hooks_once(both):
+    def program(m):
+        log = Log()
+        p, q = m.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True).split(2)
+        p.grad_fn.register_prehook(lambda go: log("pre", go) or (None, None))
+        p.grad_fn.register_hook(lambda gi, go: log("post", gi, go))
+        (p * 2 + q).sum().backward()
+        return log
+    same(*both(program))

@@ -96,8 +96,10 @@ def _add_hook(hooks, fn, post):
 
 def node_backward(t, h, hooks, grads):
     """Steps 1-3 of the module docstring after the tensor hooks: ``grads`` are the
-    gradients (tensors or None) of the node's entries.  Returns ``(swept, sent)``: the
-    entries this swept and ``[(buffer, gradient)]`` per edge that received one."""
+    gradients (tensors or None) of the node's entries, ``h`` a reader of the tape
+    (``recorded_backward._Reader``; None: made here if needed).  Returns ``(swept,
+    sent)``: the entries this swept and ``[(buffer, gradient)]`` per edge that
+    received one."""
     entries, positions, n = node_outputs(t, hooks.key)
     grad_outputs = [None] * n
     for p, g in zip(positions, grads):
@@ -112,7 +114,7 @@ def node_backward(t, h, hooks, grads):
         grad_inputs = t.functions[hooks.key].call_backward(grads)
         swept = entries
     else:
-        grad_inputs, swept = _walk(t, h, entries, grads, node_edges, hidden)
+        grad_inputs, swept = _walk(t, h or _Reader(t), entries, grads, node_edges, hidden)
     grad_inputs = tuple(grad_inputs)
     for fn in list(hooks.post.values()):
         grad_inputs = replaced(fn, fn(grad_inputs, grad_outputs), grad_inputs)
@@ -191,14 +193,14 @@ def at_hook(t, i, G, live, run_entry):
             _tensor_hooks(t, e, G)
     grads = [from_array(_adjoint(t, G, e).copy()) if live[e] else None for e in entries]
     with no_grad():
-        swept, sent = node_backward(t, _Reader(t), hooks, grads)
+        swept, sent = node_backward(t, None, hooks, grads)
     for e in swept:
         live[e] = 1
     OFF = t.OFF
     for b, g in sent:
         G[OFF[b]:OFF[b] + t.size(b)] += np.asarray(getattr(g, "_arr", g), np.float64).reshape(-1)
         live[b] = 1
-    return min(swept, default=i) - 1, -1
+    return min(entries + swept) - 1, -1
 
 
 def _tensor_hooks(t, e, G):
