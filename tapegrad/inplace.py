@@ -14,8 +14,8 @@ import numpy as np
 
 from . import dtypes
 from .grad_mode import STATE
-from .tape import live_tape
-from .tensor import Tensor, _norm
+from .tape import HIDDEN, _live, current_tape, live_tape
+from .tensor import Tensor, _leaf, _norm, _result
 
 _F64 = np.dtype(np.float64)
 
@@ -41,13 +41,37 @@ def _adopt(x, compute):
                                f"desired output type {x.dtype.name.capitalize()}")
         out = out.to(x.dtype)
     version = x._version + 1
-    x._d = out._d
     if out._t is not None:
+        keep_old_history(x)
         x._t, x._tid, x._i, x._rg = out._t, out._tid, out._i, True
-    else:
+    x._d = out._d
+    if out._t is None:
         x._tid = 0   # used again, the tensor registers its new value
     x._version = version
     return x
+
+
+def keep_old_history(x):
+    """Before x takes a new history: tape entries that stand for x as it was (the source
+    entry of a constant, the external entry of a tensor of another tape) get a stand-in
+    with x's old value and history, so that a backward through them does not follow x
+    to its new history (which may lead back to them)."""
+    if x._t is None:          # a constant gets a history (rare): look on every live tape
+        stand = _leaf(x._d)
+        for ref in _live.valuerefs():
+            t = ref()
+            for e, src in list(t.sources.items()) if t is not None else ():
+                if src is x:
+                    t.sources[e] = stand
+        return
+    tapes = x.__dict__.pop("_ext_tapes", None) if x.__dict__ else None
+    if tapes:
+        stand = _result(x._d, x._t, x._i)
+        for ref in tapes:
+            t = ref()
+            e = t._ext.pop(id(x), None) if t is not None else None
+            if e is not None and t.sources.get(e) is x:
+                t.sources[e] = stand
 
 
 def _check(x):
@@ -123,21 +147,68 @@ def normal_(self, mean=0.0, std=1.0):
 
 
 def setitem(self, key, value):
-    """``x[key] = value``: in place; gradients flow to the untouched elements of x."""
-    _check(self)
-    if isinstance(value, Tensor) and value.requires_grad and STATE.grad:
-        raise RuntimeError("assigning a tensor that requires grad into part of a tensor is "
-                           "not supported yet; use torch.where or cat to build the result")
+    """``x[key] = value``: in place.  Recorded as ``where(untouched, x, placed)``: the
+    gradient flows to x's untouched elements and, if ``value`` requires grad, through
+    ``placed`` (``value`` broadcast to ``x[key]``'s shape and gathered to x's positions,
+    hidden entries) to ``value``.  Where ``key`` repeats a position, the value written
+    there last gets its gradient (PyTorch leaves repeated indices undefined)."""
     from .elementwise import where
-    from .shape_ops import _np_key
+    from .shape_ops import _is_advanced, getitem
+    advanced = _is_advanced(key)
+    if self._t is None and self._rg and STATE.grad:
+        raise RuntimeError(("" if advanced else "a view of ") + "a leaf Variable that requires "
+                           "grad is being used in an in-place operation.")
+    _check(self)
+    shape = self._arr.shape
+    # positions of the elements x[key] selects, shaped and ordered as x[key] (PyTorch's
+    # indexing rules and errors: getitem of a tensor of positions)
+    pos = np.asarray(getitem(_leaf_like(np.arange(self.numel()).reshape(shape)), key)._arr)
+    v = value._arr if isinstance(value, Tensor) else np.asarray(value)
+    vshape = v.shape
+    while len(vshape) > pos.ndim and vshape[0] == 1:   # leading ones are dropped, as PyTorch
+        vshape = vshape[1:]
+    try:
+        placed = np.broadcast_to(v.reshape(vshape), pos.shape)
+    except ValueError:
+        raise RuntimeError(_shape_mismatch(v, pos.shape, advanced)) from None
     arr = np.array(self._arr)                    # a copy: the tape may hold the old array
-    nkey = _np_key(key)
-    arr[nkey] = value._arr if isinstance(value, Tensor) else value
-    if not (self._rg and STATE.grad):
+    arr.reshape(-1)[pos.reshape(-1)] = placed.reshape(-1)
+    value_rg = isinstance(value, Tensor) and value._rg
+    if not ((self._rg or value_rg) and STATE.grad):
         return _adopt(self, lambda: _leaf_like(arr))
-    mask = np.zeros(arr.shape, bool)
-    mask[nkey] = True
-    return _adopt(self, lambda: where(_leaf_like(mask), _leaf_like(arr), self))
+    untouched = np.ones(self.numel(), bool)
+    untouched[pos.reshape(-1)] = False
+    untouched = _leaf_like(untouched.reshape(shape))
+    if not value_rg:
+        return _adopt(self, lambda: where(untouched, self, _leaf_like(arr)))
+    src = np.zeros(self.numel(), np.int64)       # the element of ``placed`` each position reads
+    src[pos.reshape(-1)] = np.arange(pos.size)
+    t = current_tape()
+    start = t.next
+    spread = value.reshape(vshape).broadcast_to(pos.shape).reshape(-1)[_leaf_like(src)]
+    spread = spread.reshape(shape)
+    t.flush()
+    t.FLAGS[start:t.next] |= HIDDEN              # one node: where(x, value)
+    return _adopt(self, lambda: where(untouched, self, spread))
+
+
+def _shape_mismatch(v, want, advanced):
+    """PyTorch's message when ``x[key] = v`` cannot broadcast v to x[key]'s shape."""
+    got = v.shape
+    if advanced:
+        return (f"shape mismatch: value tensor of shape {list(got)} cannot be broadcast to "
+                f"indexing result of shape {list(want)}")
+    if len(got) > len(want):
+        kind = {"float64": "Double", "float32": "Float", "int64": "Long", "bool": "Bool"}.get(
+            v.dtype.name, "")
+        return (f"expand(torch.{kind}Tensor{{{list(got)}}}, size={list(want)}): the number of "
+                f"sizes provided ({len(want)}) must be greater or equal to the number of "
+                f"dimensions in the tensor ({len(got)})")
+    lead = len(want) - len(got)
+    d = next(d for d, n in enumerate(got) if n != 1 and n != want[lead + d])
+    return (f"The expanded size of the tensor ({want[lead + d]}) must match the existing size "
+            f"({got[d]}) at non-singleton dimension {lead + d}.  Target sizes: {list(want)}.  "
+            f"Tensor sizes: {list(got)}")
 
 
 def _leaf_like(arr):

@@ -12,7 +12,6 @@ import numpy as np
 from .ops.table import CODE
 from .record import contiguous, contiguous_strides, expand_strides, gather
 from .record import reshape as rec_reshape
-from .tape import HIDDEN
 from .tensor import Size, Tensor, _leaf, _norm, _result, buf, recording
 
 

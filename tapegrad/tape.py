@@ -9,8 +9,9 @@ Entry ``i`` produces buffer ``i``.  Columns (NumPy arrays grown by doubling):
   ``META``  offset of the buffer's metadata in ``IAUX`` (-1 for a 0-d scalar):
             ``[size, ndim, *shape, *op-specific extras]``
   ``FLAGS`` ``CONSUMED`` (swept by a backward without retain_graph), ``HIDDEN``
-            (an internal step of a composite op, e.g. a broadcast), ``HOOKED`` (a
-            tensor hook waits for this entry's gradient)
+            (an internal step of a composite op, e.g. a broadcast), ``HOOKED`` (Python
+            waits for this entry in the sweep: a tensor hook, a Node hook, a saved
+            value packed by ``saved_tensors_hooks``)
 
 Recording stages entries in Python lists (a scalar op appends one flat 5-tuple, an
 array op one row with its value); ``flush`` moves them into the columns and the value
@@ -32,7 +33,7 @@ from .ops.table import CODE
 
 CONSUMED = 1
 HIDDEN = 2
-HOOKED = 4       # a tensor hook is registered on this entry: the sweep stops there
+HOOKED = 4       # hooks wait for this entry: the sweep stops there
 
 LEAF, CONST, EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _STAGE_BLOCK = 4096          # staged scalar entries per flush
@@ -83,7 +84,7 @@ class Tape:
         self.next = 0            # index of the next entry (staged entries included)
         self.n = 0               # entries written to the columns
         self.stage = []          # staged scalar entries, flat
-        self._stage_put = (_located_stage_put(self) if Tape.append is not _plain_append
+        self._stage_put = (_observed_stage_put(self) if Tape.append is not _plain_append
                            else self.stage.extend)
         self.locs = {}           # entry -> LOCATIONS id, in anomaly mode
         self.astage = []         # staged array entries
@@ -95,9 +96,11 @@ class Tape:
         self.sources = {}        # entry -> the Tensor of a leaf/const/external entry
         self.retained = {}       # entry -> non-leaf Tensor that retains its grad
         self.names = {}          # entry -> Node name of a composite op's last step
-        self.views = {}          # entry -> cached Node view
+        self.views = {}          # entry -> cached Node view (a hooked leaf: its AccumulateGrad)
         self.hooks = {}          # entry -> {handle id: tensor hook}
         self.hook_dtypes = {}    # entry -> dtype of the hooked tensor
+        self.node_hooks = {}     # entry -> NodeHooks of its Node (Node.register_hook / prehook)
+        self.packed = {}         # entry -> its saved values packed by saved_tensors_hooks
         self.functions = {}      # entry -> the custom Function call it is an output of
         self.modified = {}       # entry -> (tensor, version now, version saved): in-place
         self._ext = {}           # id(foreign tensor) -> its external entry
@@ -214,6 +217,8 @@ class Tape:
             if i is None:
                 i = self._source(EXTERNAL, t)
                 self._ext[id(t)] = i
+                # for an in-place op that gives t a new history (inplace.keep_old_history)
+                t.__dict__.setdefault("_ext_tapes", []).append(weakref.ref(self))
             return i
         i = self._source(LEAF if t._rg else CONST, t)
         t._tid, t._i = self.uid, i      # in this order: readers read _i first
@@ -306,11 +311,46 @@ class Tape:
                 + rows_html(self.rows(limit=200), self.next))
 
 
-# -- source locations, recorded only in anomaly mode ------------------------------------
+# -- observers of recording: anomaly mode's source locations, saved_tensors_hooks --------
+_plain_append = Tape.append
+_observers = {}                # name -> fn(tape, entry), called as each entry is staged
+
+
+def _observed_append(self, *args, **kwargs):
+    i = _plain_append(self, *args, **kwargs)
+    for fn in tuple(_observers.values()):
+        fn(self, i)
+    return i
+
+
+def _observed_stage_put(t):
+    put = t.stage.extend
+
+    def stage_put(row):
+        put(row)
+        for fn in tuple(_observers.values()):
+            fn(t, t.next - 1)
+    return stage_put
+
+
+def observe_entries(name, fn):
+    """Call ``fn(tape, entry)`` as each entry is staged (``fn`` None: stop).  While no
+    observer is set, recording runs its plain paths: no cost."""
+    if fn is None:
+        _observers.pop(name, None)
+    else:
+        _observers[name] = fn
+    on = bool(_observers)
+    Tape.append = _observed_append if on else _plain_append
+    for ref in _live.valuerefs():      # a copy taken at once: other threads make tapes
+        t = ref()
+        if t is not None:
+            t._stage_put = _observed_stage_put(t) if on else t.stage.extend
+
+
 _PACKAGE = __file__.rsplit("/", 1)[0]
 LOCATIONS = []                 # interned (filename, line) of user code that recorded entries
 _location_ids = {}
-_plain_append = Tape.append
 
 
 def _caller_location():
@@ -326,26 +366,13 @@ def _caller_location():
     return loc
 
 
-def _located_append(self, *args, **kwargs):
-    i = _plain_append(self, *args, **kwargs)
-    self.locs[i] = _caller_location()
-    return i
-
-
-def _located_stage_put(t):
-    put = t.stage.extend
-
-    def stage_put(row):
-        t.locs[t.next - 1] = _caller_location()
-        put(row)
-    return stage_put
+def _note_location(t, i):
+    t.locs[i] = _caller_location()
 
 
 def record_locations(on):
     """Anomaly mode: note, per entry, the source line that recorded it (off: no cost)."""
-    Tape.append = _located_append if on else _plain_append
-    for t in list(_live.values()):
-        t._stage_put = _located_stage_put(t) if on else t.stage.extend
+    observe_entries("locations", _note_location if on else None)
 
 
 def live_tape(uid):

@@ -7,6 +7,7 @@ its gradient to AccumulateGrad, which adds it into ``.grad``.  Matrix products p
 ``HOST_MIN_MACS`` are host entries: the sweep stops there, NumPy's BLAS computes their
 adjoints on views of the arenas, and the sweep resumes below them.
 """
+import re
 import threading
 import warnings
 
@@ -18,6 +19,9 @@ from ..kernels.reverse import CONSUMED, DONE, HOOK, NAN, consume, sweep
 from . import anomaly
 from .graph import _inputs as _graph_inputs
 from .hooks import apply_hooks, run_hooks
+from .node_hooks import (accumulate_hooks, accumulate_post_hooks, at_hook,
+                         function_output_hooks)
+from .saved_hooks import drop_consumed, saved_slots
 from ..tensor import Tensor, _leaf, _new, _norm
 
 _ACCUMULATE = threading.RLock()
@@ -107,10 +111,10 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
     return deliveries, found
 
 
-def _run(top, lo, t, G, live, scratch, omap, check_nan):
+def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1):
     """Sweep entries ``top`` down to ``lo``, handling the sweep's stops (host entries,
-    hooks, consumed entries, NaN in anomaly mode); returns the next entry below."""
-    done = -1
+    hooks, consumed entries, NaN in anomaly mode); returns the next entry below.
+    ``done``: an entry whose hooks have run (the sweep does not stop there again)."""
     OFF = t.OFF
     while top >= lo:
         status, i = sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G,
@@ -121,11 +125,11 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan):
             raise RuntimeError(tp.SECOND_BACKWARD)
         if status == NAN:
             _raise_nan(t, i, G)
-        if status == HOOK:             # tensor hooks on entry i's gradient, then resume at i
-            o, size = OFF[i], t.size(i)
-            G[o:o + size] = run_hooks(t.hooks[i], G[o:o + size].reshape(t.shape(i)),
-                                      t.hook_dtypes[i]).reshape(-1)
-            top = done = i
+        if status == HOOK:             # hooks wait for entry i's gradient
+            top, done = at_hook(t, i, G, live, lambda e: _run(
+                e, e, t, G, live, scratch, omap, check_nan, e))
+            if check_nan and done < 0:
+                _raise_nan(t, i, G)
             continue
         if t.OP[i] == _FUNCTION:       # a custom Function: its backward in Python
             top = _host_function(t, i, G, live)
@@ -216,21 +220,26 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
 def modified_saved_error(t, live, n):
     """PyTorch's error if a swept entry needs a saved value that an in-place op changed
     after the entry was recorded; None otherwise.  Called only when the tape saw an
-    in-place op."""
+    in-place op.  What an entry saves is what PyTorch saves (``saved_slots``: ``x * 3``
+    saves nothing of x; a broadcast operand is saved unbroadcast)."""
     ops = t.OP[:n]
     idx = np.arange(n)
-    swept = live[:n].astype(bool)
+    swept = live[:n].astype(bool) & (SAVES[0][ops] | SAVES[1][ops] | SAVES[2][ops])
+    A, B = t.A[:n], t.B[:n]
+    A2, B2 = t.A[np.maximum(A, 0)], t.A[np.maximum(B, 0)]     # through a broadcast
     for entry, (ref, now, then, boundary) in t.modified.items():
-        before = swept & (idx < boundary)
-        bad = before & (((t.A[:n] == entry) & SAVES[0][ops]) | ((t.B[:n] == entry) & SAVES[1][ops])
-                        | ((idx == entry) & SAVES[2][ops]))
-        if bad.any():
+        near = swept & (idx < boundary) & ((A == entry) | (B == entry) | (idx == entry)
+                                           | ((A >= 0) & (A2 == entry))
+                                           | ((B >= 0) & (B2 == entry)))
+        if any(entry in (j, shown) for i in np.flatnonzero(near)
+               for _, j, shown in saved_slots(t, int(i))):
             x = ref()
             what = "a tensor"
             if x is not None:
+                now = x._version
                 kind = {np.dtype(np.float64): "DoubleTensor",
                         np.dtype(np.float32): "FloatTensor"}.get(x._arr.dtype, "Tensor")
-                holder = (x.grad_fn.name().replace("Backward0", "").replace("Backward1", "")
+                holder = (re.sub(r"Backward\d*$", "", x.grad_fn.name())
                           if x.grad_fn is not None else "AccumulateGrad")
                 what = f"[tapegrad.{kind} {list(x.shape)}], which is output 0 of {holder},"
             return RuntimeError(
@@ -238,7 +247,7 @@ def modified_saved_error(t, live, n):
                 f"inplace operation: {what} is at version {now}; expected version {then} "
                 "instead. Hint: enable "
                 "anomaly detection to find the operation that failed to compute its gradient, "
-                "with torch.autograd.set_detect_anomaly(True).")
+                "with torch.autograd.set_detect_anomaly(True, check_nan=False).")
     return None
 
 
@@ -255,6 +264,7 @@ def _host_function(t, i, G, live):
     its gradients into the inputs' adjoints.  Returns where the sweep resumes."""
     group = t.functions[i]
     OFF = t.OFF
+    function_output_hooks(t, group, G, live)
     grads = []
     for e, _, _, _ in group.outputs:
         size = t.size(e)
@@ -290,6 +300,8 @@ def consume_swept(t, live):
     n = len(live)
     if n < t.next:          # entries recorded since the sweep (create_graph's) stay
         live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
+    if t.packed:
+        drop_consumed(t, live)
     if consume(t.next, t.OP, t.FLAGS, live) == 0:
         t.release()
     tp.replace_default(t)
@@ -297,10 +309,12 @@ def consume_swept(t, live):
 
 def _accumulate(x, g):
     """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype
-    (after the leaf's tensor hooks, if it has any)."""
+    (after the leaf's tensor hooks and AccumulateGrad prehooks, if it has any); returns
+    the gradient added."""
     extra = x.__dict__
     if extra and "_hooks" in extra:
-        g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np)
+        g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np,
+                      accumulate_hooks(extra))
     old = x.grad
     d = x._d
     if d.__class__ is float:           # the scalar path: one float, one new tensor
@@ -310,11 +324,12 @@ def _accumulate(x, g):
             x.grad = o
         else:
             old._d = old._d + g
-        return
+        return g
     if old is None:
         x.grad = _leaf(_norm(np.array(g, d.dtype)))        # always a copy: g may view G
     else:
         old._d = _norm(np.asarray(old._arr + g, d.dtype))
+    return g
 
 
 def accumulate_recorded(x, g):
@@ -322,10 +337,11 @@ def accumulate_recorded(x, g):
     (out of place, so an earlier ``.grad`` keeps its own)."""
     extra = x.__dict__
     if extra and "_hooks" in extra:
-        g = apply_hooks(extra["_hooks"], g)
+        g = apply_hooks(extra["_hooks"], g, accumulate_hooks(extra))
     if g.dtype != x.dtype:
         g = g.to(x.dtype)
     x.grad = g if x.grad is None else x.grad + g
+    return g
 
 
 def _prepare(outputs, grad_outputs, create_graph):
@@ -347,9 +363,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     inputs = _as_tuple(inputs)
     if inputs:
         _, found = run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
-        for x, g in zip(inputs, found):
-            if g is not None:
-                accumulate(x, g)
+        with _ACCUMULATE:
+            for x, g in zip(inputs, found):
+                if g is not None:
+                    accumulate(x, g)
         return
     if create_graph:
         warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=3)
@@ -357,11 +374,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
         for leaf, g in deliveries:
             if leaf._rg:
-                accumulate(leaf, g)
+                g = accumulate(leaf, g)
                 extra = leaf.__dict__
                 if "_post_hooks" in extra:
                     for fn in list(extra["_post_hooks"].values()):
                         fn(leaf)
+                    acc = accumulate_hooks(extra)
+                    if acc is not None:
+                        accumulate_post_hooks(acc, g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

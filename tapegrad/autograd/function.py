@@ -10,8 +10,10 @@ import functools
 import numpy as np
 
 from ..grad_mode import no_grad
+from ..inplace import _note_modified, keep_old_history
 from ..ops.table import CODE
 from ..tensor import Tensor, _result, buf, from_array, recording
+from . import saved_hooks
 
 _FUNCTION = CODE["function"]
 
@@ -31,7 +33,7 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
-        return tuple(self.to_save)
+        return saved_hooks.unpack_saved(self.to_save)
 
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable.update(id(x) for x in tensors)
@@ -62,14 +64,20 @@ class Function:
     def apply(cls, *args):
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
-        with no_grad():
-            out = cls.forward(ctx, *args)
         tensors = [a for a in args if isinstance(a, Tensor)]
         t = recording(*tensors)
+        # the inputs' buffers before forward runs: an input it modifies in place keeps
+        # its history up to here
+        inputs = None if t is None else [buf(t, a, False) for a in tensors]
+        with no_grad():
+            out = cls.forward(ctx, *args)
+        outs = out if isinstance(out, tuple) else (out,)
+        dirty = _dirty_outputs(ctx, outs, t)
         if t is None:
             return out
-        outs = out if isinstance(out, tuple) else (out,)
-        group = _Group(cls, ctx, args, [buf(t, a, False) for a in tensors])
+        group = _Group(cls, ctx, args, inputs, outs)
+        if ctx.to_save:
+            ctx.to_save = saved_hooks.pack_saved(ctx.to_save)
         results = []
         for k, o in enumerate(outs):
             if not isinstance(o, Tensor) or not o.dtype.is_floating_point or \
@@ -81,18 +89,49 @@ class Function:
                          [len(group.outputs), len(group.inputs)] + group.inputs)
             t.functions[i] = group
             group.outputs.append((i, k, o.dtype.np, tuple(o.shape)))
-            results.append(_result(o._d, t, i))
+            if id(o) in dirty:         # the modified input itself, with this history
+                keep_old_history(o)
+                o._t, o._tid, o._i, o._rg = t, t.uid, i, True
+                results.append(o)
+            else:
+                results.append(_result(o._d, t, i))
         return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+def _dirty_outputs(ctx, outs, t):
+    """Check the tensors ``ctx.mark_dirty`` named (PyTorch's errors) and bump their
+    versions; returns their ids."""
+    dirty = {id(x): x for x in ctx._dirty}
+    if not dirty:
+        return dirty
+    returned = {id(o) for o in outs}
+    for x in dirty.values():
+        if t is not None and x._t is None and x._rg:
+            raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
+                               "operation.")
+        if id(x) not in returned:
+            raise RuntimeError("Some elements marked as dirty during the forward method were not "
+                               "returned as output. The inputs that are modified inplace must all "
+                               "be outputs of the Function.")
+    for x in dirty.values():
+        _note_modified(x)
+        x._version += 1
+    return dirty
 
 
 class _Group:
     """What the engine needs to run one ``apply``'s backward."""
 
-    __slots__ = ("cls", "ctx", "args", "inputs", "outputs")
+    __slots__ = ("cls", "ctx", "args", "inputs", "outputs", "n_outputs", "undefined")
 
-    def __init__(self, cls, ctx, args, inputs):
+    def __init__(self, cls, ctx, args, inputs, outs):
         self.cls, self.ctx, self.args, self.inputs = cls, ctx, args, inputs
         self.outputs = []          # (entry, position among forward's outputs, dtype, shape)
+        self.n_outputs = len(outs)
+        # what backward gets for an output without an entry (non-differentiable): zeros
+        # where gradients are materialized (None for a non-tensor output)
+        self.undefined = [(o.dtype.np, tuple(o.shape)) if isinstance(o, Tensor) else None
+                          for o in outs]
 
     def backward(self, output_grads):
         """Gradients for the tensor inputs (float64 arrays or None) from ``backward``."""
@@ -109,12 +148,13 @@ class _Group:
         input (None where there is none), summed down to the input's shape where it is
         larger, as PyTorch does."""
         ctx, cls = self.ctx, self.cls
-        n_out = max(k for _, k, _, _ in self.outputs) + 1
-        grads = [None] * n_out
-        for (_, k, dtype, shape), g in zip(self.outputs, output_grads):
-            if g is None and ctx.materialize_grads:
-                g = from_array(np.zeros(shape, dtype))
+        grads = [None] * self.n_outputs
+        for (_, k, _, _), g in zip(self.outputs, output_grads):
             grads[k] = g
+        if ctx.materialize_grads:
+            for k, spec in enumerate(self.undefined):
+                if grads[k] is None and spec is not None:
+                    grads[k] = from_array(np.zeros(spec[1], spec[0]))
         result = cls.backward(ctx, *grads)
         result = result if isinstance(result, tuple) else (result,)
         name = f"{cls.__name__}Backward"

@@ -12,6 +12,9 @@ import numpy as np
 
 from ..ops.table import CODE, OPS
 from ..tape import CONSUMED, HIDDEN
+from .saved_hooks import disable_saved_tensors_hooks, saved_tensors_hooks, unpacked_slot
+
+__all__ = ["AccumulateGrad", "Node", "disable_saved_tensors_hooks", "saved_tensors_hooks"]
 
 _LEAF, _CONST, _EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _CAT = {CODE["cat"], CODE["stack"]}
@@ -55,22 +58,19 @@ class Node:
 
     @property
     def next_functions(self):
-        t = self._t()
-        out = []
-        for j in _inputs(t, self._i):
-            if j < 0:
-                out.append((None, 0))
-            else:
-                out.extend(_visible(t, j))
-        if self._i in t.names:   # a composite: each input once
-            seen, uniq = set(), []
-            for nf in out:
-                key = id(nf[0])
-                if nf[0] is not None and key not in seen:
-                    seen.add(key)
-                    uniq.append(nf)
-            out = uniq
-        return tuple(out)
+        return tuple((node, nr) for node, nr, _ in edges(self._t(), self._i))
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` after this node has computed its gradients
+        (one per ``next_functions`` edge, None where there is none); it may return
+        replacements.  Returns a handle with ``remove()``."""
+        from .node_hooks import register
+        return register(self._t(), self._i, fn, post=True)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` before this node runs; it may return replacements."""
+        from .node_hooks import register
+        return register(self._t(), self._i, fn, post=False)
 
     @property
     def metadata(self):
@@ -94,16 +94,28 @@ class Node:
 class AccumulateGrad:
     """The node that writes a leaf's gradient into ``.grad``."""
 
-    __slots__ = ("variable", "_meta", "__weakref__")
+    __slots__ = ("variable", "_meta", "_hooks", "__weakref__")
 
     def __init__(self, variable):
         self.variable = variable
         self._meta = None
+        self._hooks = None         # NodeHooks, once a hook is registered
 
     def name(self):
         return "torch::autograd::AccumulateGrad"   # PyTorch's name() for this node
 
     next_functions = ()
+
+    def register_hook(self, fn):
+        """``fn((), (grad,))`` after the leaf's ``.grad`` is updated."""
+        from .node_hooks import register_accumulate
+        return register_accumulate(self, fn, post=True)
+
+    def register_prehook(self, fn):
+        """``fn((grad,))`` before accumulation (after the leaf's tensor hooks); it may
+        return a replacement."""
+        from .node_hooks import register_accumulate
+        return register_accumulate(self, fn, post=False)
 
     @property
     def metadata(self):
@@ -140,6 +152,25 @@ def node_of(t, i):
     return node
 
 
+def node_outputs(t, key):
+    """``(entries, positions, count)``: the entries whose gradients the node of entry
+    ``key`` (``node_of(t, key)._i``) receives, their positions among the node's
+    outputs, and the number of outputs (a custom Function's non-differentiable
+    outputs have no entry)."""
+    op = t.OP[key]
+    if op == _FUNCTION:
+        group = t.functions[key]
+        return ([e for e, _, _, _ in group.outputs], [k for _, k, _, _ in group.outputs],
+                group.n_outputs)
+    entries = [key]
+    if op in _PIECES:          # the pieces are consecutive entries naming the first
+        j = key + 1
+        while j < t.n and t.OP[j] == op and int(t.extras(j)[1 + len(t.shape(j))]) == key:
+            entries.append(j)
+            j += 1
+    return entries, list(range(len(entries))), len(entries)
+
+
 def _inputs(t, i):
     """Input buffers of entry i, in PyTorch's order; -1 for a Python-number operand on
     the right (a number on the left is not an input: ``3 - x`` has one next function)."""
@@ -157,28 +188,53 @@ def _inputs(t, i):
     return [b] if a < 0 else [a, b]
 
 
-def _visible(t, j):
-    """(node, input_nr) pairs that buffer j stands for, looking through hidden entries."""
+def edges(t, i, hidden=None):
+    """``(node, input_nr, buffer)`` per ``next_functions`` edge of entry i's node, in
+    PyTorch's order; buffer -1 where the edge is None.  The hidden entries looked
+    through are added to the set ``hidden`` if given."""
+    out = []
+    for j in _inputs(t, i):
+        if j < 0:
+            out.append((None, 0, -1))
+        else:
+            out.extend(_visible(t, j, hidden))
+    if i in t.names:   # a composite: each input once
+        seen, uniq = set(), []
+        for edge in out:
+            key = id(edge[0])
+            if edge[0] is not None and key not in seen:
+                seen.add(key)
+                uniq.append(edge)
+        out = uniq
+    return out
+
+
+def _visible(t, j, hidden=None):
+    """(node, input_nr, buffer) triples that buffer j stands for, looking through
+    hidden entries."""
     out, stack = [], [j]
     while stack:
         j = stack.pop()
         op = t.OP[j]
         if op == _LEAF:
-            out.append((accumulate_grad(t.sources[j]), 0))
+            out.append((accumulate_grad(t.sources[j]), 0, j))
         elif op == _CONST:
-            out.append((None, 0))
+            out.append((None, 0, -1))
         elif op == _EXTERNAL:   # a tensor of another tape: its own node and input_nr
             x = t.sources[j]
             x._t.flush()
-            out.extend(_visible(x._t, x._i))
+            out.extend((node, nr, j) for node, nr, _ in _visible(x._t, x._i))
         elif t.FLAGS[j] & HIDDEN:
+            if hidden is not None:
+                hidden.add(j)
             stack.extend(reversed([k for k in _inputs(t, j) if k >= 0]))
         elif op == _FUNCTION:   # output k of a custom Function
-            out.append((node_of(t, j), int(t.extras(j)[0])))
+            k = next(k for e, k, _, _ in t.functions[j].outputs if e == j)
+            out.append((node_of(t, j), k, j))
         elif op in _PIECES:     # output k of split / unbind (extras: base, strides, group)
-            out.append((node_of(t, j), int(t.extras(j)[2 + len(t.shape(j))])))
+            out.append((node_of(t, j), int(t.extras(j)[2 + len(t.shape(j))]), j))
         else:
-            out.append((node_of(t, j), 0))
+            out.append((node_of(t, j), 0, j))
     return out
 
 
@@ -186,6 +242,9 @@ def _saved(t, i, what):
     from ..tensor import from_array
     if t.FLAGS[i] & CONSUMED and t.released:
         t.value(i)  # raises PyTorch's "freed" error
+    unpacked = unpacked_slot(t, i, what)    # packed by saved_tensors_hooks
+    if unpacked is not None:
+        return unpacked
     if what == "result":
         j = i
     elif what == "self":

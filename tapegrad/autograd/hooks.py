@@ -62,21 +62,46 @@ def register_post_accumulate_grad_hook(tensor, hook):
     return handle
 
 
-def apply_hooks(hooks, g):
+def apply_hooks(hooks, g, acc_hooks=None):
     """Apply ``hooks`` (id -> fn, in registration order) to the gradient tensor ``g``;
-    each may return a replacement of the same shape."""
+    each may return a replacement of the same shape.  ``acc_hooks``: the NodeHooks of a
+    leaf's AccumulateGrad, whose prehooks run next (on the tuple ``(g,)``)."""
     for fn in list(hooks.values()):
         out = fn(g)
         if out is not None:
             if tuple(out.shape) != tuple(g.shape):
-                raise RuntimeError(f"hook '{getattr(fn, '__name__', fn)}' has changed the size "
-                                   "of value")
+                raise RuntimeError(f"hook '{_name(fn)}' has changed the size of value")
             g = out
+    if acc_hooks is not None and acc_hooks.pre:
+        grads = (g,)
+        for fn in list(acc_hooks.pre.values()):
+            grads = replaced(fn, fn(grads), grads)
+        g = grads[0]
     return g
 
 
-def run_hooks(hooks, grad, dtype):
+def run_hooks(hooks, grad, dtype, acc_hooks=None):
     """``apply_hooks`` on the float64 array ``grad``, shown to the hooks as a tensor of
     ``dtype``; returns the resulting float64 array."""
     from ..tensor import from_array
-    return np.asarray(apply_hooks(hooks, from_array(np.array(grad, dtype)))._arr, np.float64)
+    return np.asarray(apply_hooks(hooks, from_array(np.array(grad, dtype)), acc_hooks)._arr,
+                      np.float64)
+
+
+def _name(fn):
+    return getattr(fn, "__name__", repr(fn))
+
+
+def replaced(fn, result, old):
+    """A Node hook's replacement of the tuple ``old``, checked as PyTorch checks it."""
+    if result is None:
+        return old
+    if not isinstance(result, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
+    if len(result) != len(old):
+        raise RuntimeError(f"hook '{_name(fn)}' has returned an incorrect number of values "
+                           f"(got {len(result)}, but expected {len(old)})")
+    for new, was in zip(result, old):
+        if new is not None and was is not None and tuple(new.shape) != tuple(was.shape):
+            raise RuntimeError(f"hook '{_name(fn)}' has changed the size of value")
+    return result

@@ -13,7 +13,9 @@ import numpy as np
 from .. import tape as tp
 from ..tensor import Tensor, _result, from_array
 from .adjoint_rules import HOST_FIRST, HOST_LAST, RULES, Scattered, gathered
+from .graph import node_outputs
 from .hooks import apply_hooks
+from .saved_hooks import rule_contributions
 
 
 def seeds_as_tensors(grad_outputs, seeds):
@@ -96,7 +98,7 @@ class _Reader:
 
 def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=None):
     """``engine._sweep_tape`` with tensor adjoints (see the module docstring)."""
-    from .engine import accumulate_recorded, modified_saved_error
+    from .engine import modified_saved_error
     t.flush()
     if t.released:
         raise RuntimeError(tp.SECOND_BACKWARD)
@@ -107,6 +109,7 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
     h = _Reader(t)
     live = np.zeros(n, np.uint8)
     OP, FLAGS = h.OP, t.FLAGS[:n].tolist()
+    arrive = _Arrival(t, want_at, found)
     for i in range(max(adj), -1, -1):
         g = _complete(h, adj, scattered, i)
         if g is None:
@@ -123,17 +126,14 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
             continue
         if FLAGS[i] & tp.CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
-        if i in t.hooks:
-            g = apply_hooks(t.hooks[i], g)
-        if i in t.retained:
-            accumulate_recorded(t.retained[i], g)
-        k = want_at.get((t.uid, i))
-        if k is not None:
-            found[k] = g if found[k] is None else found[k] + g
-        if HOST_FIRST <= op <= HOST_LAST:
-            contributions = _function(t, h, i, g, adj, scattered, live)
+        node = t.node_hooks.get(i) if t.node_hooks else None
+        if node is not None:
+            contributions = _hooked_node(t, h, node, i, arrive(i, g), adj, scattered, live,
+                                         arrive)
+        elif HOST_FIRST <= op <= HOST_LAST:
+            contributions = _function(t, h, i, arrive(i, g), adj, scattered, live, arrive)
         else:
-            contributions = RULES[op](i, g, h)
+            contributions = rule_contributions(RULES[op], t, h, i, arrive(i, g))
         for j, c in contributions:
             _add(adj, scattered, j, c)
     if t.modified:
@@ -143,11 +143,48 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
     return t, live
 
 
-def _function(t, h, i, g, adj, scattered, live):
+class _Arrival:
+    """What happens to an entry's complete adjoint before its backward: its tensor hooks
+    (which may replace it), ``retain_grad``, ``autograd.grad``'s capture."""
+
+    __slots__ = ("t", "want_at", "found", "accumulate")
+
+    def __init__(self, t, want_at, found):
+        from .engine import accumulate_recorded
+        self.t, self.want_at, self.found = t, want_at, found
+        self.accumulate = accumulate_recorded
+
+    def __call__(self, i, g):
+        if g is None:
+            return None
+        t = self.t
+        if i in t.hooks:
+            g = apply_hooks(t.hooks[i], g)
+        if i in t.retained:
+            self.accumulate(t.retained[i], g)
+        k = self.want_at.get((t.uid, i))
+        if k is not None:
+            found = self.found
+            found[k] = g if found[k] is None else found[k] + g
+        return g
+
+
+def _function(t, h, i, g, adj, scattered, live, arrive):
     """A custom Function's backward on tensors, with grad mode on."""
     group = t.functions[i]
     grads = []
     for e, _, _, _ in group.outputs:
-        grads.append(g if e == i else _complete(h, adj, scattered, e))
+        grads.append(g if e == i else arrive(e, _complete(h, adj, scattered, e)))
         live[e] = 1
     return [(b, r) for b, r in zip(group.inputs, group.call_backward(grads)) if r is not None]
+
+
+def _hooked_node(t, h, node, i, g, adj, scattered, live, arrive):
+    """A node with prehooks / post hooks (``node_hooks``), recorded."""
+    from .node_hooks import node_backward
+    entries = node_outputs(t, node.key)[0]
+    grads = [g if e == i else arrive(e, _complete(h, adj, scattered, e)) for e in entries]
+    swept, sent = node_backward(t, h, node, grads)
+    for e in swept:
+        live[e] = 1
+    return sent

@@ -1,0 +1,100 @@
+"""Threads (issue 3, item 8): each thread records on its own tape; independent graphs are
+recorded and backpropagated from 8 threads at once, with the host entries of this issue
+(custom Functions, tensor and Node hooks, saved-tensor hooks, create_graph) in them,
+and a leaf shared by all threads accumulates every thread's gradient."""
+import threading
+
+import numpy as np
+
+import tapegrad as tg
+
+THREADS, ROUNDS = 8, 25
+
+
+class Cube(tg.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return 3 * x * x * g
+
+
+def work(k, w, barrier, results, errors):
+    try:
+        barrier.wait()                       # all threads record and sweep at once
+        tapes, hooked = set(), []
+        c = 0.1 * (k + 1)
+        for _ in range(ROUNDS):
+            a = tg.tensor([c, 2 * c, -c], requires_grad=True)
+            with tg.autograd.graph.saved_tensors_hooks(lambda t: t * 1.0, lambda p: p):
+                h = Cube.apply(a * w)            # a custom Function on a shared leaf
+            h.register_hook(lambda g: g * 2)       # a tensor hook
+            s = h.sin()
+            s.grad_fn.register_hook(lambda gi, go: hooked.append(k))   # a Node hook
+            loss = s.sum() + (w * w).sum() * c
+            loss.backward()                      # into the shared leaf w and into a
+            tapes.add(loss.tape.uid)
+            ga, = tg.autograd.grad((a * a * a).sum(), a, create_graph=True)
+            gaa, = tg.autograd.grad(ga.sum(), a)
+        results[k] = (a.grad.numpy(), gaa.numpy(), tapes, hooked.count(k))
+    except Exception as e:   # noqa: BLE001 - reported by the test
+        errors.append(e)
+
+
+def expected(k, wv):
+    c = 0.1 * (k + 1)
+    av = np.array([c, 2 * c, -c])
+    u = av * wv
+    dh = 2 * np.cos(u ** 3)                  # d loss / d h, doubled by the hook
+    return av, dh * 3 * u * u * wv, dh * 3 * u * u * av + 2 * wv * c
+
+
+def test_eight_threads_with_host_entries_and_a_shared_leaf():
+    wv = np.array([0.5, -1.0, 2.0])
+    w = tg.tensor(wv, requires_grad=True)
+    barrier = threading.Barrier(THREADS)
+    results, errors = {}, []
+    threads = [threading.Thread(target=work, args=(k, w, barrier, results, errors))
+               for k in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    w_grad = np.zeros(3)
+    all_tapes = set()
+    for k in range(THREADS):
+        av, a_grad, w_part = expected(k, wv)
+        got_a, got_aa, tapes, n_hooked = results[k]
+        np.testing.assert_allclose(got_a, a_grad, rtol=1e-12)
+        np.testing.assert_allclose(got_aa, 6 * av, rtol=1e-12)
+        assert n_hooked == ROUNDS
+        assert not tapes & all_tapes             # no tape shared between threads
+        all_tapes |= tapes
+        w_grad += ROUNDS * w_part
+    np.testing.assert_allclose(w.grad.numpy(), w_grad, rtol=1e-12)
+
+
+def test_threads_record_on_distinct_tapes():
+    barrier = threading.Barrier(THREADS)
+    seen, grads = {}, {}
+
+    def record(k):
+        barrier.wait()
+        x = tg.tensor(1.0, requires_grad=True)
+        y = x * float(k)
+        seen[k] = y.tape
+        y.backward()
+        grads[k] = x.grad.item()
+
+    threads = [threading.Thread(target=record, args=(k,)) for k in range(THREADS)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len({id(t) for t in seen.values()}) == THREADS
+    assert grads == {k: float(k) for k in range(THREADS)}
