@@ -91,7 +91,7 @@ def write_markdown(path, rows, info, plots=()):
            "`prep` = one-off work outside the timed runs (JAX compile, tapegrad.trace, Numba "
            "compile). `peak mem` = tracemalloc peak / peak RSS growth during one run. "
            "`skipped` rows are above that framework's size limit; `missing` ones are not "
-           "installed or not built yet.", "", "| framework | what runs |", "|---|---|"]
+           "installed.", "", "| framework | what runs |", "|---|---|"]
     out += [f"| {fw} | {DESCRIPTIONS.get(fw, '')} |" for fw in used] + [""]
     figures = {Path(p).stem: Path(p) for p in plots}
     cols = [c for c in COLUMNS if c != "workload"]

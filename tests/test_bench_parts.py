@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-import tapegrad
 from bench import harness, report
 from bench.frameworks import Missing
 from bench.harness import Config, Impl, Plan, check, run_case
@@ -70,31 +69,11 @@ def test_ratios_are_taken_within_one_size():
     assert [r["vs_tapegrad"] for r in rows] == [2.0, 1.0, None, None]
 
 
-class EagerTraced:
-    """Stands in for tapegrad.trace's result (issue 4) by recording eagerly at every call:
-    the replay rows' plumbing (trace once, .grad(x), .compile()) runs before the tier exists."""
-
-    def __init__(self, fn, example):
-        self.fn, self.compiled = fn, False
-
-    def grad(self, x):
-        x = tapegrad.tensor(x.numpy(), requires_grad=True)
-        self.fn(x).backward()
-        return x.grad
-
-    def compile(self):
-        self.compiled = True
-
-
 @pytest.mark.parametrize("wl, size", [(faw, 12), (replay, 6)])
 @pytest.mark.parametrize("fw", ["tapegrad-replay", "tapegrad-compiled"])
-def test_replay_rows_use_trace_when_it_exists(monkeypatch, wl, size, fw):
+def test_replay_rows_use_trace(wl, size, fw):
     cfg, = wl.configs(size, quick=True)
     row, _ = run_case(wl, fw, cfg, Plan(repeats=1), wl.reference(cfg))
-    if not hasattr(tapegrad, "trace"):
-        assert (row["status"], row["message"]) == ("missing", "tapegrad.trace not built yet")
-        monkeypatch.setattr(tapegrad, "trace", EagerTraced, raising=False)
-        row, _ = run_case(wl, fw, cfg, Plan(repeats=1), wl.reference(cfg))
     assert row["status"] == "ok", row
     assert row["prep_s"] >= 0 and row["max_rel_err"] < 1e-8
 
