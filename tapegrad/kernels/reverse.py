@@ -21,13 +21,13 @@ _JIT = dict(cache=True, error_model="numpy")
 DONE, CONSUMED, HOST, HOOK, NAN = 0, 1, 2, 3, 4      # how a sweep ended
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def size_of(META, IAUX, i):
     m = META[i]
     return 1 if m < 0 else IAUX[m]
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def extras_at(META, IAUX, i):
     m = META[i]
     return m + 2 + IAUX[m + 1]
@@ -46,7 +46,7 @@ def strided(k, IAUX, shp, strd, nd):
     return off
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _needs(j, OP):
     """Does buffer j want an adjoint (is it an input other than a constant)?"""
     return j >= 0 and OP[j] != OP_CONST
@@ -82,7 +82,7 @@ def _where(i, OP, A, B, OFF, META, IAUX, V, G):
             G[OFF[b] + k] += G[oi + k]
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _pad4(IAUX, at, nd, fill):
     """The last four of the nd values at IAUX[at:], padded in front with ``fill``."""
     p = 4 - nd
@@ -308,7 +308,7 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
     return DONE, -1
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _nonzero(j, OFF, META, IAUX, G):
     o = OFF[j]
     for k in range(size_of(META, IAUX, j)):
@@ -317,7 +317,7 @@ def _nonzero(j, OFF, META, IAUX, G):
     return False
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _nan_in(j, OFF, META, IAUX, G):
     o = OFF[j]
     for k in range(size_of(META, IAUX, j)):

@@ -13,7 +13,7 @@ from .generated import OP_SOFTMAX
 _JIT = dict(cache=True, error_model="numpy")
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _rows(META, IAUX, i):
     m = META[i]
     e = m + 2 + IAUX[m + 1]

@@ -23,7 +23,7 @@ from .reverse import DONE, HOST, extras_at, offsets, size_of, sweep
 _JIT = dict(cache=True, error_model="numpy")
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _tan(j, has, OFF, T, k):
     """Tangent of element k of buffer j (0 where none reaches it)."""
     return T[OFF[j] + k] if j >= 0 and has[j] else 0.0
