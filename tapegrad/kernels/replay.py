@@ -12,11 +12,10 @@ from numba import njit, prange
 from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAST, GATHER_FIRST,
                         GATHER_LAST, HOST_FIRST, HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST,
                         MATMUL_LAST, OP_AMAX, OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_PROD,
-                        OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST,
-                        SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST,
+                        OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST,
                         STOP_LAST, cmp_fwd, ew_fwd)
 from . import softmax
-from .reverse import DONE, HOST, extras_at, offsets, size_of, sweep
+from .reverse import DONE, HOST, extras_at, offsets, reduce_map, size_of, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
 # guard kinds: a value equals what the recording saw; a truth value; an argmax / argmin
@@ -25,18 +24,8 @@ G_EQUAL, G_TRUTH, G_ARGMAX, G_ARGMIN = 0, 1, 2, 3
 
 @njit(**_JIT)
 def _reduce(i, op, A, OFF, META, IAUX, V, omap):
-    a = A[i]
-    ma = META[a]
-    nin = 1 if ma < 0 else IAUX[ma]
-    nd = 0 if ma < 0 else IAUX[ma + 1]
-    e = extras_at(META, IAUX, i)
-    nout = size_of(META, IAUX, i)
-    oa, oi = OFF[a], OFF[i]
+    nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
     o = omap
-    if ma < 0:
-        o[0] = 0
-    else:
-        offsets(IAUX, ma + 2, e, nd, o)
     if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:
         for j in range(nout):
             V[oi + j] = 0.0
@@ -79,6 +68,49 @@ def _matmul(i, A, B, OFF, META, IAUX, V):
 
 
 @njit(**_JIT)
+def move(i, op, a, OFF, META, IAUX, X, omap):
+    """X at entry i = X at its input a moved as the entry's kind moves elements (a
+    gather, a reshape or copy, an index list): values in a replay, tangents in the
+    tangent sweep."""
+    oi, n = OFF[i], size_of(META, IAUX, i)
+    if GATHER_FIRST <= op <= GATHER_LAST:
+        m = META[i]
+        nd = IAUX[m + 1]
+        e = m + 2 + nd
+        base = OFF[a] + IAUX[e]
+        if nd == 0:
+            X[oi] = X[base]
+            return
+        offsets(IAUX, m + 2, e + 1, nd, omap)
+        for k in range(n):
+            X[oi + k] = X[base + omap[k]]
+    elif INDEX_FIRST <= op <= INDEX_LAST:
+        e = extras_at(META, IAUX, i)
+        for k in range(n):
+            X[oi + k] = X[OFF[a] + IAUX[e + k]]
+    else:
+        for k in range(n):
+            X[oi + k] = X[OFF[a] + k]
+
+
+@njit(**_JIT)
+def concatenate(i, OFF, META, IAUX, X, reached):
+    """X at concatenation entry i from X at its inputs; an input with ``reached[buf]``
+    False (no tangent reaches it; an empty ``reached``: all do) contributes zeros."""
+    e = extras_at(META, IAUX, i)
+    outer, nin = IAUX[e], IAUX[e + 1]
+    pos = OFF[i]
+    for o in range(outer):
+        for j in range(nin):
+            buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
+            src = OFF[buf] + o * inner
+            ok = reached.shape[0] == 0 or reached[buf]
+            for q in range(inner):
+                X[pos + q] = X[src + q] if ok else 0.0
+            pos += inner
+
+
+@njit(**_JIT)
 def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
     """Recompute the entries of ``schedule`` (increasing entry indices) in order.
     Returns ``(DONE, -1)``, or ``(HOST, i)`` at a host entry (a custom Function, which
@@ -108,41 +140,14 @@ def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
                     V[oi + k] = V[OFF[a] + k] if a >= 0 else C[i]
                 else:
                     V[oi + k] = V[OFF[b] + k] if b >= 0 else C[i]
-        elif GATHER_FIRST <= op <= GATHER_LAST:
-            m = META[i]
-            nd = IAUX[m + 1]
-            e = m + 2 + nd
-            base = OFF[a] + IAUX[e]
-            if nd == 0:
-                V[oi] = V[base]
-                continue
-            offsets(IAUX, m + 2, e + 1, nd, omap)
-            for k in range(n):
-                V[oi + k] = V[base + omap[k]]
-        elif RESHAPE_FIRST <= op <= RESHAPE_LAST or STOP_FIRST <= op <= STOP_LAST:
-            oa = OFF[a]
-            for k in range(n):
-                V[oi + k] = V[oa + k]
-        elif INDEX_FIRST <= op <= INDEX_LAST:
-            e = extras_at(META, IAUX, i)
-            oa = OFF[a]
-            for k in range(n):
-                V[oi + k] = V[oa + IAUX[e + k]]
+        elif GATHER_FIRST <= op <= INDEX_LAST or STOP_FIRST <= op <= STOP_LAST:
+            move(i, op, a, OFF, META, IAUX, V, omap)
         elif op < MATMUL_FIRST:
             _reduce(i, op, A, OFF, META, IAUX, V, omap)
         elif op <= MATMUL_LAST:
             _matmul(i, A, B, OFF, META, IAUX, V)
         elif CAT_FIRST <= op <= CAT_LAST:
-            e = extras_at(META, IAUX, i)
-            outer, nin = IAUX[e], IAUX[e + 1]
-            pos = oi
-            for o in range(outer):
-                for j in range(nin):
-                    buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
-                    src = OFF[buf] + o * inner
-                    for q in range(inner):
-                        V[pos + q] = V[src + q]
-                    pos += inner
+            concatenate(i, OFF, META, IAUX, V, V[:0] == 0.0)
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.forward(i, op, OFF[a], oi, META, IAUX, V)
         elif HOST_FIRST <= op <= HOST_LAST:

@@ -140,23 +140,54 @@ def _index(i, A, OFF, META, IAUX, G):
 
 
 @njit(**_JIT)
+def reduce_map(i, A, OFF, META, IAUX, omap):
+    """For reduction entry i: ``omap[k]`` = the output element that input element k
+    feeds (the input's shape read with the output's strides).  Returns (input size,
+    output size, input offset, output offset)."""
+    a = A[i]
+    ma = META[a]
+    if ma < 0:
+        omap[0] = 0
+    else:
+        offsets(IAUX, ma + 2, extras_at(META, IAUX, i), IAUX[ma + 1], omap)
+    return (1 if ma < 0 else IAUX[ma]), size_of(META, IAUX, i), OFF[a], OFF[i]
+
+
+@njit(**_JIT)
+def prod_parts(oa, nin, nout, o, V, acc):
+    """Per output j of a product: ``acc[j]`` its zero factors, ``acc[nout + j]`` the
+    product of its non-zero ones."""
+    acc[:nout] = 0.0
+    acc[nout:2 * nout] = 1.0
+    for k in range(nin):
+        x = V[oa + k]
+        if x == 0.0:
+            acc[o[k]] += 1.0
+        else:
+            acc[nout + o[k]] *= x
+
+
+@njit(**_JIT)
+def others(acc, nout, j, x, g):
+    """(non-zero?, g times the product of the other factors) for a factor x of output
+    j: exact with zeros (only the zero factor of a product with one zero gets a
+    derivative)."""
+    zeros = acc[j]
+    if zeros == 0.0:
+        return True, g * acc[nout + j] / x
+    if zeros == 1.0 and x == 0.0:
+        return True, g * acc[nout + j]
+    return False, 0.0
+
+
+@njit(**_JIT)
 def _reduce(i, op, A, OFF, META, IAUX, V, G, scratch, omap):
     """Reductions: input element k goes to output element ``o[k]`` (offsets of the
     input's shape under the output strides, in ``omap``); ``scratch`` holds two
     per-output accumulators."""
-    a = A[i]
-    ma = META[a]
-    nin = 1 if ma < 0 else IAUX[ma]
-    nd = 0 if ma < 0 else IAUX[ma + 1]
-    e = extras_at(META, IAUX, i)
-    nout = size_of(META, IAUX, i)
-    oa, oi = OFF[a], OFF[i]
+    nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
     o = omap
     acc = scratch
-    if ma < 0:
-        o[0] = 0
-    else:
-        offsets(IAUX, ma + 2, e, nd, o)
     if op == OP_SUM or op == OP_SUM_DIM:
         for k in range(nin):
             G[oa + k] += G[oi + o[k]]
@@ -174,22 +205,11 @@ def _reduce(i, op, A, OFF, META, IAUX, V, G, scratch, omap):
             if V[oa + k] == V[oi + o[k]]:
                 G[oa + k] += G[oi + o[k]] / acc[o[k]]
     elif op == OP_PROD or op == OP_PROD_DIM:
-        # product of the others, exact with zeros: count zeros and multiply the non-zeros
-        acc[:nout] = 0.0
-        acc[nout:2 * nout] = 1.0
+        prod_parts(oa, nin, nout, o, V, acc)
         for k in range(nin):
-            x = V[oa + k]
-            if x == 0.0:
-                acc[o[k]] += 1.0
-            else:
-                acc[nout + o[k]] *= x
-        for k in range(nin):
-            x = V[oa + k]
-            zeros = acc[o[k]]
-            if zeros == 0.0:
-                G[oa + k] += G[oi + o[k]] * acc[nout + o[k]] / x
-            elif zeros == 1.0 and x == 0.0:
-                G[oa + k] += G[oi + o[k]] * acc[nout + o[k]]
+            nonzero, d = others(acc, nout, o[k], V[oa + k], G[oi + o[k]])
+            if nonzero:
+                G[oa + k] += d
 
 
 @njit(**_JIT)

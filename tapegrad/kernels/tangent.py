@@ -12,13 +12,15 @@ compiled call and collect the rows (or columns) of a Jacobian.
 """
 from numba import njit
 
-from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRST, GATHER_LAST, HOST_FIRST,
-                        HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_MEAN,
+from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRST, HOST_FIRST,
+                        HOST_LAST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_MEAN,
                         OP_MEAN_DIM, OP_PROD, OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE,
-                        RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST,
+                        SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST,
                         SOURCE_LAST, ew_grad)
 from . import softmax
-from .reverse import DONE, HOST, extras_at, offsets, size_of, sweep
+from .replay import concatenate, move
+from .reverse import (DONE, HOST, extras_at, others, prod_parts, reduce_map, size_of,
+                      sweep)
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -50,18 +52,8 @@ def _ew(i, op, A, B, C, C2, OFF, META, IAUX, V, T, has):
 @njit(**_JIT)
 def _reduce(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap):
     """Input element k feeds output element ``o[k]`` (as in the reverse sweep)."""
-    a = A[i]
-    ma = META[a]
-    nin = 1 if ma < 0 else IAUX[ma]
-    nd = 0 if ma < 0 else IAUX[ma + 1]
-    e = extras_at(META, IAUX, i)
-    nout = size_of(META, IAUX, i)
-    oa, oi = OFF[a], OFF[i]
+    nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
     o = omap
-    if ma < 0:
-        o[0] = 0
-    else:
-        offsets(IAUX, ma + 2, e, nd, o)
     for j in range(nout):
         T[oi + j] = 0.0
     if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:
@@ -70,22 +62,11 @@ def _reduce(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap):
             T[oi + o[k]] += T[oa + k] * scale
     elif op == OP_PROD or op == OP_PROD_DIM:
         # d prod = sum_k (product of the others) dx_k, exact with zeros
-        acc = scratch
-        acc[:nout] = 0.0
-        acc[nout:2 * nout] = 1.0
+        prod_parts(oa, nin, nout, o, V, scratch)
         for k in range(nin):
-            x = V[oa + k]
-            if x == 0.0:
-                acc[o[k]] += 1.0
-            else:
-                acc[nout + o[k]] *= x
-        for k in range(nin):
-            x = V[oa + k]
-            zeros = acc[o[k]]
-            if zeros == 0.0:
-                T[oi + o[k]] += T[oa + k] * acc[nout + o[k]] / x
-            elif zeros == 1.0 and x == 0.0:
-                T[oi + o[k]] += T[oa + k] * acc[nout + o[k]]
+            nonzero, d = others(scratch, nout, o[k], V[oa + k], T[oa + k])
+            if nonzero:
+                T[oi + o[k]] += d
     else:
         # amax / amin: the mean of the tangents where the extremum is attained
         acc = scratch
@@ -157,23 +138,8 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
             for k in range(n):
                 T[oi + k] = _tan(a, has, OFF, T, k) if V[cond + k] != 0.0 else \
                     _tan(b, has, OFF, T, k)
-        elif GATHER_FIRST <= op <= GATHER_LAST:
-            m = META[i]
-            nd = IAUX[m + 1]
-            e = m + 2 + nd
-            base = OFF[a] + IAUX[e]
-            offsets(IAUX, m + 2, e + 1, nd, omap)
-            for k in range(n):
-                T[oi + k] = T[base + omap[k]]
-        elif RESHAPE_FIRST <= op <= RESHAPE_LAST:
-            oa = OFF[a]
-            for k in range(n):
-                T[oi + k] = T[oa + k]
-        elif INDEX_FIRST <= op <= INDEX_LAST:
-            e = extras_at(META, IAUX, i)
-            oa = OFF[a]
-            for k in range(n):
-                T[oi + k] = T[oa + IAUX[e + k]]
+        elif GATHER_FIRST <= op <= INDEX_LAST:
+            move(i, op, a, OFF, META, IAUX, T, omap)
         elif op < MATMUL_FIRST:
             _reduce(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap)
         elif op <= MATMUL_LAST:
@@ -181,17 +147,7 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.tangent(i, op, OFF[a], oi, META, IAUX, V, T)
         else:   # cat
-            e = extras_at(META, IAUX, i)
-            outer, nin = IAUX[e], IAUX[e + 1]
-            pos = oi
-            for o in range(outer):
-                for j in range(nin):
-                    buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
-                    src = OFF[buf] + o * inner
-                    hj = has[buf] != 0
-                    for q in range(inner):
-                        T[pos + q] = T[src + q] if hj else 0.0
-                    pos += inner
+            concatenate(i, OFF, META, IAUX, T, has != 0)
     return DONE, -1
 
 
