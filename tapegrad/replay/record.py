@@ -49,6 +49,7 @@ class Record:
         self.omap = np.empty(self.max_size, np.int64)
         self.ins_arr = np.array(self.ins, np.int64)
         self.n_in = sum(self.size(e) for e in self.ins)
+        self._kargs = None
 
     def _pack_guards(self):
         g = self.guard_list
@@ -96,10 +97,13 @@ class Record:
     def value_and_grad(self, x, grad):
         """Replay at the flat inputs ``x`` and write d(output)/d(inputs) into ``grad``
         (one compiled call); False if a guard fails."""
-        return value_and_grad(x, self.ins_arr, self.outs[0], self.schedule, self.OP, self.A,
-                              self.B, self.C, self.C2, self.OFF, self.META, self.IAUX,
-                              self.FLAGS, self.V, self.G, self.live, self.scratch, self.omap,
-                              self.GK, self.GE, self.GS, self.GN, self.GV, grad)
+        args = self._kargs
+        if args is None:        # (built at the first replay: after the optimiser's changes)
+            args = self._kargs = (self.ins_arr, self.outs[0], self.schedule, self.OP, self.A,
+                                  self.B, self.C, self.C2, self.OFF, self.META, self.IAUX,
+                                  self.FLAGS, self.V, self.G, self.live, self.scratch,
+                                  self.omap, self.GK, self.GE, self.GS, self.GN, self.GV)
+        return value_and_grad(x, *args, grad)
 
     def failed_guard(self):
         """(file, line) of the first guard that does not hold now."""

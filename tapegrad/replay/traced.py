@@ -13,7 +13,7 @@ import numpy as np
 from ..autograd import sweeps
 from ..kernels.replay import grad_batch
 from ..kernels.reverse import DONE, sweep
-from ..tensor import Tensor, from_array
+from ..tensor import Tensor, _leaf, from_array
 from .record import ReplayError, record
 
 NO_HOST = np.iinfo(np.int64).max
@@ -121,7 +121,8 @@ class Traced:
         return list(nums), self.argnums is None and n == 1 or isinstance(self.argnums, int)
 
     def _outputs(self, r):
-        outs = [_tensor(r.value(e)) for e in r.outs]
+        outs = [_leaf(float(r.V[r.OFF[e]])) if r.META[e] < 0 else _tensor(r.value(e))
+                for e in r.outs]
         return tuple(outs) if r.out_tuple else outs[0]
 
     # -- the calls -------------------------------------------------------------------
