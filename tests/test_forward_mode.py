@@ -13,6 +13,7 @@ from tapegrad.autograd import functional as F
 from tapegrad.ops.table import BINARY, UNARY
 from test_higher_order import _away_from_kinks
 from test_op_table import STRUCTURAL, _call, _inputs
+from custom_functions import Double
 
 RNG = np.random.default_rng(5)
 
@@ -110,15 +111,6 @@ def test_forward_ad_errors_are_pytorchs():
 
 
 def test_custom_function_without_jvp_is_refused_in_forward_mode():
-    class Double(tg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2
-
     with fwAD.dual_level():
         d = fwAD.make_dual(tg.ones(2), tg.ones(2))
         y = Double.apply(d)

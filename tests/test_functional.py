@@ -5,6 +5,7 @@ import torch
 
 import tapegrad as tg
 from tapegrad.autograd import functional as F
+from custom_functions import Cube
 
 RNG = np.random.default_rng(11)
 TF = torch.autograd.functional
@@ -150,17 +151,6 @@ def test_outputs_independent_of_an_input_give_zeros(torch_float64):
 
 
 def test_jacobian_through_a_custom_function_takes_the_general_path(torch_float64):
-    class Cube(tg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x ** 3
-
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return 3 * x ** 2 * g
-
     xa = RNG.uniform(-1, 1, 3)
     J = F.jacobian(lambda x: Cube.apply(x).sin(), tg.tensor(xa))
     Jt = TF.jacobian(lambda x: (x ** 3).sin(), torch.tensor(xa))

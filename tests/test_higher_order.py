@@ -14,6 +14,7 @@ from tapegrad.autograd import gradgradcheck
 from tapegrad.autograd.gradcheck import GradcheckError
 from tapegrad.ops.table import BINARY, UNARY
 from test_op_table import STRUCTURAL, _call, _inputs, _leaf
+from custom_functions import Cube
 
 RNG = np.random.default_rng(3)
 KINKED = {"abs", "sign", "relu", "clamp", "maximum", "minimum"}
@@ -132,18 +133,6 @@ def test_grad_outputs_with_history_double_backward_trick_gives_jvp(torch_float64
         jvp, = m.autograd.grad(g, u, m.tensor(va))
         out.append(jvp.numpy())
     np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
-
-
-class Cube(tg.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return x ** 3
-
-    @staticmethod
-    def backward(ctx, g):
-        x, = ctx.saved_tensors
-        return 3 * x ** 2 * g
 
 
 def test_custom_function_backward_is_differentiable():

@@ -12,6 +12,7 @@ from tapegrad.ops.table import BINARY, UNARY
 from tapegrad.replay import GuardFailure, ReplayError, trace
 from test_higher_order import _away_from_kinks
 from test_op_table import STRUCTURAL, _call, _inputs
+from custom_functions import Double
 
 RNG = np.random.default_rng(7)
 
@@ -237,14 +238,6 @@ def test_static_arguments_must_match():
 
 
 def test_custom_functions_are_refused_clearly():
-    class Double(tg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2
-
-        @staticmethod
-        def backward(ctx, g):
-            return g * 2
     tr = trace(lambda x: Double.apply(x).sum(), tg.tensor([1.0]))
     with pytest.raises(ReplayError, match="custom autograd.Function cannot be replayed"):
         tr.grad(tg.tensor([2.0]))
