@@ -23,6 +23,7 @@ from .workloads.scalar_chain import rosen
 
 
 def scalar_heavy(m, x):
+    """R^n -> R^n written element by element (the jacobian workload; the tests use it too)."""
     n = x.shape[0]
     out = []
     for i in range(n):
