@@ -14,6 +14,7 @@ import numpy as np
 
 from . import dtypes
 from .grad_mode import STATE
+from .kernels import fused
 from .ops import scalar_math
 from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to
@@ -159,6 +160,27 @@ def _array_result(code, r, x, y, c, sx, sy):
     return _result(r, t, t.append(code, ia, ib, r, c=c))
 
 
+def _large(x, d):
+    """Is ``d`` (x's value) a float64 array large enough for the block kernels?"""
+    return d.size >= fused.FUSE_MIN and d.dtype.char == "d" and d.flags.c_contiguous
+
+
+def _large_result(code, x, y, c, sx, sy):
+    """A float64 op on large arrays (``y`` a same-shape float64 tensor or a Python
+    number) by the block kernels: vectorised, on both cores; when recorded, the result
+    is written straight into the tape's arena (no copy, no fresh memory)."""
+    xd = x._d
+    yd = y._d if y.__class__ is Tensor else None
+    if not STATE.grad or not (x._rg or (yd is not None and y._rg)):
+        return _leaf(fused.ew_into(code, xd, yd, c, np.empty_like(xd)))
+    t = current_tape()
+    ia = buf(t, x, sx)
+    ib = buf(t, y, sy) if yd is not None else -1
+    i, out = t.append_into(code, ia, ib, xd.shape, xd.size, c)
+    fused.ew_into(code, xd, yd, c, out)
+    return _result(out, t, i)
+
+
 def _stage(code, x, sx, y, sy, c, r):
     """Record a scalar op: one tuple staged on the current tape (``x`` / ``y`` None for
     a Python-number operand, whose value is the constant ``c``)."""
@@ -195,6 +217,8 @@ def _make_unary(op):
         d = x._d
         if d.__class__ is not float:
             if d.__class__ is np.ndarray and d.dtype.kind == "f":
+                if _large(x, d):
+                    return _large_result(code, x, None, 0.0, saved, False)
                 return _array_result(code, npf(d), x, None, 0.0, saved, False)
             return _general(op, x)
         try:
@@ -225,8 +249,12 @@ def _make_binary(op):
             if yc is Tensor:
                 yd = y._d
                 if yd.__class__ is np.ndarray and yd.shape == xd.shape and yd.dtype == xd.dtype:
+                    if _large(x, xd) and yd.flags.c_contiguous:
+                        return _large_result(code, x, y, 0.0, sx, sy)
                     return _array_result(code, npf(xd, yd), x, y, 0.0, sx, sy)
             elif yc is float or yc is int:
+                if _large(x, xd):
+                    return _large_result(code, x, y, float(y), sx, sy)
                 return _array_result(code, npf(xd, y), x, y, float(y), sx, sy)
             return _general(op, x, y)
         if yc is Tensor:

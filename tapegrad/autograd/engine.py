@@ -8,6 +8,7 @@ its gradient to AccumulateGrad, which adds it into ``.grad``.  Matrix products p
 adjoints on views of the arenas, and the sweep resumes below them.
 """
 import re
+import sys
 import threading
 import warnings
 
@@ -15,7 +16,8 @@ import numpy as np
 
 from .. import tape as tp
 from ..ops.table import OPS
-from ..kernels.reverse import CONSUMED, DONE, HOOK, NAN, consume, sweep
+from ..kernels import fused
+from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep
 from . import anomaly
 from .graph import _inputs as _graph_inputs
 from .hooks import apply_hooks, run_hooks
@@ -26,6 +28,10 @@ from ..tensor import Tensor, _leaf, _new, _norm
 
 _ACCUMULATE = threading.RLock()
 HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
+NO_FUSION = 1 << 62       # anomaly mode checks each entry's adjoints: no fused runs
+RUN_CHUNK = 4096          # entries of a run swept by one fused call, at most
+REUSE_MIN = 1 << 16       # adjoint arenas this large are kept for the thread's next backward
+_ADJOINTS = threading.local()
 # per opcode: does its backward need its first input / second input / its result?
 SAVES = tuple(np.array([s in op.saves for op in OPS]) for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
@@ -116,11 +122,16 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1):
     hooks, consumed entries, NaN in anomaly mode); returns the next entry below.
     ``done``: an entry whose hooks have run (the sweep does not stop there again)."""
     OFF = t.OFF
+    fuse_min = NO_FUSION if check_nan else fused.FUSE_MIN
     while top >= lo:
         status, i = sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G,
-                          live, scratch, omap, HOST_MIN_MACS, done, check_nan, lo)
+                          live, scratch, omap, HOST_MIN_MACS, done, check_nan, lo, False,
+                          fuse_min)
         if status == DONE:
             return lo - 1
+        if status == FUSE:             # a run of large elementwise entries: fused kernels
+            top = _fused_run(t, i, lo, G, live)
+            continue
         if status == CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
         if status == NAN:
@@ -141,6 +152,30 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1):
     return top
 
 
+def _adjoint_arena(nv):
+    """Zeroed adjoints for ``nv`` values.  A large arena is reused by the thread's next
+    backward once no view of it is alive (fresh memory costs a page fault per 4 KiB,
+    more than zeroing it)."""
+    if nv < REUSE_MIN:
+        return np.zeros(nv)
+    G = getattr(_ADJOINTS, "G", None)
+    if G is None or G.shape[0] < nv or sys.getrefcount(G) > 3:   # views of it alive
+        G = _ADJOINTS.G = np.empty(nv + nv // 4)
+    fused.launch(fused.zero_serial, fused.zero_parallel, nv // 8, G, nv)
+    return G[:nv]
+
+
+def _fused_run(t, i, lo, G, live):
+    """Sweep the run of elementwise entries of entry i's size from i down, block by
+    block; returns the entry below it."""
+    n = t.size(i)
+    ents = np.empty(min(i - lo + 1, RUN_CHUNK), np.int64)
+    m, below = fused.run_below(i, lo, n, t.OP, t.A, t.B, t.META, t.IAUX, t.FLAGS, live, ents)
+    fused.launch(fused.reverse_serial, fused.reverse_parallel, n * m, ents, m, t.OP, t.A, t.B,
+                 t.C, t.C2, t.OFF, t.V, G, n)
+    return below
+
+
 def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=None):
     """Sweep tape ``t`` from ``seeds`` ((entry, array) pairs): deliver leaf gradients,
     queue the adjoints of tensors of other tapes, fill ``found``.  Returns ``(t, live)``
@@ -154,7 +189,7 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
         top = max(top, e)
     if t.released:
         raise RuntimeError(tp.SECOND_BACKWARD)
-    G = np.zeros(t.nv)
+    G = _adjoint_arena(t.nv)
     OFF = t.OFF
     for e, s in seeds:
         G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)

@@ -18,7 +18,7 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
 from . import softmax
 
 _JIT = dict(cache=True, error_model="numpy")
-DONE, CONSUMED, HOST, HOOK, NAN = 0, 1, 2, 3, 4      # how a sweep ended
+DONE, CONSUMED, HOST, HOOK, NAN, FUSE = 0, 1, 2, 3, 4, 5      # how a sweep ended
 
 
 @njit(**_JIT)
@@ -252,7 +252,7 @@ def _cat(i, OFF, META, IAUX, G):
 
 @njit(**_JIT)
 def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap, host_min,
-          hooked_done, check_nan, lo, prune=False):
+          hooked_done, check_nan, lo, prune=False, fuse_min=1 << 62):
     """Reverse sweep over entries ``top`` down to ``lo`` from the entries pre-marked in
     ``live`` (all at or below ``top``), last to first.  An entry is swept if a swept entry uses it: liveness is marked
     as the sweep goes, so only the output's subgraph is visited, in one pass.
@@ -265,7 +265,8 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
     ``(HOOK, i)`` when entry i's adjoint is complete and tensor hooks wait for it: the
     caller runs them and resumes at ``i`` with ``hooked_done = i``; ``(NAN, i)`` in
     anomaly mode (``check_nan``) when entry i's backward left a NaN in an input's
-    adjoint.  ``prune``: an input of a concatenation whose adjoint stays zero is not
+    adjoint; ``(FUSE, i)`` at an elementwise entry of at least ``fuse_min`` elements,
+    which the caller sweeps with the run below it by the fused kernels.  ``prune``: an input of a concatenation whose adjoint stays zero is not
     marked (a Jacobian row seeds one element of a stacked output: only that element's
     subgraph is swept)."""
     for i in range(top, lo - 1, -1):
@@ -293,6 +294,8 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
                     G[OFF[a]] += gx
                 if b >= 0:
                     G[OFF[b]] += gy
+            elif IAUX[META[i]] >= fuse_min:
+                return FUSE, i
             else:
                 _ew(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G)
         elif op == OP_WHERE:

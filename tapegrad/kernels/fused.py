@@ -1,0 +1,197 @@
+"""Fused kernels for runs of elementwise entries over large arrays.
+
+A run is a stretch of the tape whose entries are all elementwise over one size ``n``
+(source entries may sit between them).  Element k of every entry in a run depends only
+on element k of its inputs, so the run can be swept block by block: for one block of
+``BLOCK`` elements, every entry of the run in turn, with the block's values and
+adjoints staying in cache, instead of one pass over memory per entry.  Blocks are
+independent, so they split across threads (``prange``) with no race: two threads never
+touch the same element.  Each entry's rule runs as the generated block loops of
+``generated_blocks`` (vectorised by LLVM, with libmvec for transcendental functions).
+
+The compiled functions come in serial and parallel twins over one body; the Python
+wrappers below choose by size (``PARALLEL_MIN``) and run the parallel twin only in one
+thread at a time (Numba's default threading layer does not allow concurrent launches),
+else the serial one.  Nothing here raises inside compiled code.
+"""
+import threading
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from .generated import EW_LAST, OP_CONST, SOURCE_FIRST, SOURCE_LAST
+from .generated_blocks import READS_Y, TEMPS, ew_fwd_block, ew_rev_block
+
+_JIT = dict(cache=True, error_model="numpy")
+BLOCK = 1024           # elements per block: a block of every buffer of an entry fits L1
+FUSE_MIN = 4096        # array entries at least this large are swept by the fused kernels
+PARALLEL_MIN = 32768   # elements x entries of work past which both cores pay off
+_LAUNCH = threading.Lock()
+
+
+@njit(**_JIT)
+def run_below(i, lo, n, OP, A, B, META, IAUX, FLAGS, live, ents):
+    """The run of size-``n`` elementwise entries from entry ``i`` down to ``lo``: its live
+    entries go to ``ents`` (last first) and mark their inputs live.  Stops before an
+    entry of another kind or size, or one consumed or hooked (the sweep handles those),
+    or when ``ents`` is full.  Returns (number of live entries, the entry below the run)."""
+    m = 0
+    j = i
+    while j >= lo and m < ents.shape[0]:
+        op = OP[j]
+        if SOURCE_FIRST <= op <= SOURCE_LAST:
+            j -= 1
+            continue
+        if op > EW_LAST or META[j] < 0 or IAUX[META[j]] != n or FLAGS[j] & 5:
+            break
+        if live[j]:
+            ents[m] = j
+            m += 1
+            if A[j] >= 0:
+                live[A[j]] = 1
+            if B[j] >= 0:
+                live[B[j]] = 1
+        j -= 1
+    return m, j
+
+
+@njit(**_JIT)
+def _operand(j, c, V, OFF, k0, w, fill, const):
+    """(array, offset) of an operand for the block at k0: the arena, or the block
+    ``const`` filled with the constant c."""
+    if j >= 0:
+        return V, OFF[j] + k0
+    if fill:
+        const[:w] = c
+    return const, 0
+
+
+@njit(**_JIT)
+def _adjoint(j, OP, G, OFF, k0, sink):
+    if j >= 0 and OP[j] != OP_CONST:
+        return G, OFF[j] + k0
+    return sink, 0
+
+
+@njit(**_JIT)
+def _reverse_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n):
+    T = np.empty(TEMPS * BLOCK)
+    cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
+    for blk in range(b0, b1):
+        k0 = blk * BLOCK
+        w = min(BLOCK, n - k0)
+        for q in range(m):
+            e = ents[q]
+            op, a, b, c = OP[e], A[e], B[e], C[e]
+            X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
+            Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
+            GX, gxo = _adjoint(a, OP, G, OFF, k0, sink)
+            GY, gyo = _adjoint(b, OP, G, OFF, k0, sink)
+            ew_rev_block(op, X, xo, Y, yo, V, G, OFF[e] + k0, GX, gxo, GY, gyo, C2[e], w, T)
+
+
+@njit(**_JIT)
+def _forward_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, n):
+    T = np.empty(TEMPS * BLOCK)
+    cx, cy = np.empty(BLOCK), np.empty(BLOCK)
+    for blk in range(b0, b1):
+        k0 = blk * BLOCK
+        w = min(BLOCK, n - k0)
+        for q in range(m):
+            e = ents[q]
+            op, a, b, c = OP[e], A[e], B[e], C[e]
+            X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
+            Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
+            ew_fwd_block(op, X, xo, Y, yo, V, OFF[e] + k0, C2[e], w, T)
+
+
+@njit(**_JIT)
+def reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, G, n, threads):
+    _reverse_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, G, n)
+
+
+@njit(parallel=True, **_JIT)
+def reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, threads):
+    nblk = (n + BLOCK - 1) // BLOCK
+    per = (nblk + threads - 1) // threads
+    for t in prange(threads):
+        _reverse_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2,
+                        OFF, V, G, n)
+
+
+@njit(**_JIT)
+def forward_serial(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
+    _forward_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, n)
+
+
+@njit(parallel=True, **_JIT)
+def forward_parallel(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
+    nblk = (n + BLOCK - 1) // BLOCK
+    per = (nblk + threads - 1) // threads
+    for t in prange(threads):
+        _forward_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2,
+                        OFF, V, n)
+
+
+@njit(**_JIT)
+def zero_serial(G, n, threads):
+    G[:n] = 0.0
+
+
+@njit(parallel=True, **_JIT)
+def zero_parallel(G, n, threads):
+    per = (n + threads - 1) // threads
+    for t in prange(threads):
+        G[min(n, t * per):min(n, (t + 1) * per)] = 0.0
+
+
+def launch(serial, parallel, work, *args):
+    """Run ``parallel`` when ``work`` (elements x entries) is worth both cores and no
+    other thread is in a parallel kernel, else ``serial``; ``args`` end with ``n``."""
+    threads = numba.get_num_threads()
+    if threads > 1 and work >= PARALLEL_MIN and _LAUNCH.acquire(blocking=False):
+        try:
+            return parallel(*args, threads)
+        finally:
+            _LAUNCH.release()
+    return serial(*args, threads)
+
+
+# -- one elementwise op on whole arrays (the eager forward of a large array op) -----------
+@njit(**_JIT)
+def _map_blocks(b0, b1, op, x, y, has_y, c, c2, out, n):
+    T = np.empty(TEMPS * BLOCK)
+    cy = np.empty(BLOCK)
+    for blk in range(b0, b1):
+        k0 = blk * BLOCK
+        w = min(BLOCK, n - k0)
+        Y, yo = y, k0
+        if not has_y:
+            Y, yo = cy, 0
+            if READS_Y[op]:
+                cy[:w] = c
+        ew_fwd_block(op, x, k0, Y, yo, out, k0, c2, w, T)
+
+
+@njit(**_JIT)
+def map_serial(op, x, y, has_y, c, c2, out, n, threads):
+    _map_blocks(0, (n + BLOCK - 1) // BLOCK, op, x, y, has_y, c, c2, out, n)
+
+
+@njit(parallel=True, **_JIT)
+def map_parallel(op, x, y, has_y, c, c2, out, n, threads):
+    nblk = (n + BLOCK - 1) // BLOCK
+    per = (nblk + threads - 1) // threads
+    for t in prange(threads):
+        _map_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), op, x, y, has_y, c, c2, out, n)
+
+
+def ew_into(code, x, y, c, out):
+    """out = elementwise op ``code`` of the C-contiguous float64 array ``x`` and ``y`` (an
+    array of x's shape) or, ``y`` None, the constant ``c``; by the block kernels."""
+    n = x.size
+    has_y = y is not None
+    launch(map_serial, map_parallel, n, code, x.reshape(-1), (y if has_y else x).reshape(-1),
+           has_y, c, 0.0, out.reshape(-1), n)
+    return out
