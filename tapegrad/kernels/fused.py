@@ -34,8 +34,8 @@ _LAUNCH = threading.Lock()
 def run_below(i, lo, n, OP, A, B, META, IAUX, FLAGS, live, ents):
     """The run of size-``n`` elementwise entries from entry ``i`` down to ``lo``: its live
     entries go to ``ents`` (last first) and mark their inputs live.  Stops before an
-    entry of another kind or size, or one consumed or hooked (the sweep handles those),
-    or when ``ents`` is full.  Returns (number of live entries, the entry below the run)."""
+    entry of another kind or size, or one consumed or hooked (the sweep handles those;
+    it has vetted entry i, whose hooks may have run), or when ``ents`` is full.  Returns (number of live entries, the entry below the run)."""
     m = 0
     j = i
     while j >= lo and m < ents.shape[0]:
@@ -43,7 +43,7 @@ def run_below(i, lo, n, OP, A, B, META, IAUX, FLAGS, live, ents):
         if SOURCE_FIRST <= op <= SOURCE_LAST:
             j -= 1
             continue
-        if op > EW_LAST or META[j] < 0 or IAUX[META[j]] != n or FLAGS[j] & 5:
+        if op > EW_LAST or META[j] < 0 or IAUX[META[j]] != n or (FLAGS[j] & 5 and j != i):
             break
         if live[j]:
             ents[m] = j

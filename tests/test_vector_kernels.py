@@ -1,0 +1,324 @@
+"""The array kernels (issue: vector speed at scale): libmvec's vector math and its
+accuracy table, the generated block rules, fused reverse runs against the per-entry
+sweep, parallel against serial kernels, large results written into the tape's arena,
+the reused adjoint arena, and float32 kept float32."""
+import math
+import threading
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.autograd import engine
+from tapegrad.kernels import codegen, fused, generated_blocks, vmath
+from tapegrad.ops.table import CODE, EW_OPS
+
+N = 3 * fused.FUSE_MIN + 17          # large enough for the fused kernels, a ragged last block
+# max ulp error of libmvec (glibc documents 4) over each function's sweep; libm's scalar
+# functions, where there is no libmvec, are within these too
+ULP_BOUNDS = {"exp": 4, "log": 4, "log1p": 4, "expm1": 4, "sin": 4, "cos": 4, "tan": 4,
+              "tanh": 4, "erf": 4}
+SWEEPS = {"exp": (-700, 700), "log": (1e-300, 1e300), "log1p": (-0.999, 1e10),
+          "expm1": (-50, 700), "sin": (-1e4, 1e4), "cos": (-1e4, 1e4), "tan": (-1.5, 1.5),
+          "tanh": (-30, 30), "erf": (-7, 7)}
+
+
+def _ulps(got, want):
+    want = np.asarray(want, np.float64)
+    same = (got == want) | (np.isnan(got) & np.isnan(want))
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got - want) / np.spacing(np.maximum(np.abs(want), np.finfo(float).tiny))
+    return float(np.max(np.where(same, 0.0, err)))
+
+
+def _reference(name, x):
+    if name == "erf":
+        return np.array([math.erf(v) for v in x])
+    return getattr(np, name)(x)
+
+
+def test_blocks_file_is_up_to_date():
+    with open(codegen.BLOCKS_PATH) as f:
+        assert f.read() == codegen.blocks_source(), "run: python -m tapegrad.kernels.codegen"
+
+
+@pytest.mark.parametrize("name", vmath.FUNCTIONS)
+def test_vector_math_accuracy_table(name):
+    """The accuracy table: max ulp error against NumPy (libm) over a sweep of inputs."""
+    lo, hi = SWEEPS[name]
+    x = np.concatenate([np.linspace(lo, hi, 100_003),
+                        np.random.RandomState(0).uniform(lo, hi, 50_000)])
+    if lo > 0:
+        x = np.geomspace(lo, hi, 150_003)
+    out = np.empty_like(x)
+    getattr(generated_blocks, f"v_{name}")(x, 0, out, 0, x.size)
+    assert _ulps(out, _reference(name, x)) <= ULP_BOUNDS[name]
+
+
+@pytest.mark.parametrize("name", vmath.FUNCTIONS)
+def test_vector_math_special_values(name):
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310, 1e300, -1e300, 0.5] * 3)
+    out = np.empty_like(x)
+    with np.errstate(all="ignore"):
+        getattr(generated_blocks, f"v_{name}")(x, 0, out, 0, x.size)
+        want = _reference(name, x)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    assert _ulps(out, want) <= ULP_BOUNDS[name]
+
+
+def _operands(op, n, seed=0):
+    r = np.random.RandomState(seed)
+    lo, hi = op.domain
+    x = r.uniform(lo, hi, n)
+    y = r.uniform(*op.domain_y, n)
+    return x, y
+
+
+@pytest.mark.parametrize("op", EW_OPS, ids=lambda op: op.name)
+def test_large_forward_matches_small_path(op):
+    """A large float64 op (block kernels, written into the arena) against the same op
+    on small pieces (NumPy / the scalar rules): exact for exact ops, within the vector
+    math's bounds otherwise."""
+    x, y = _operands(op, N)
+    X = tg.tensor(x, requires_grad=True)
+    args = (X, tg.tensor(y)) if op.arity == 2 else (X,)
+    kwargs = {}
+    if op.name == "clamp":
+        args, kwargs = (X,), {"min": -0.5, "max": 0.7}
+    big = getattr(tg, op.name)(*args, **kwargs).detach().numpy()
+    pieces = []
+    for s in range(0, N, 1000):
+        a = [tg.tensor(v.detach().numpy()[s:s + 1000]) for v in args]
+        pieces.append(getattr(tg, op.name)(*a, **kwargs).numpy())
+    small = np.concatenate(pieces)
+    if op.name == "sign" or not any(f"math.{f}" in op.fwd or f"sm." in op.fwd
+                                    for f in vmath.FUNCTIONS):
+        np.testing.assert_array_equal(big, small)
+    else:
+        assert _ulps(big, small) <= 8   # two roundings of at most 4 ulp each
+
+
+def _chain(x, y, with_trig):
+    """A run of elementwise entries over x's size: every kind of operand (two tensors,
+    a constant on either side, one tensor twice, a leaf used at several places)."""
+    h = x * 1.5 + y
+    h = h.tanh() * x - 0.25
+    h = (h * h).sqrt() + h.exp() / (1.0 + y * y)
+    h = 2.0 - h.sigmoid() * y
+    h = h.relu() + h.abs() + h.square().log1p() + h.expm1().neg()
+    h = h.maximum(x) - h.minimum(y) + (x * 0.1).rsqrt().reciprocal()
+    if with_trig:
+        h = h.sin() + (h * 0.5).cos() * x + (h * 0.2).tan()
+    return h
+
+
+def _grads(fn, fuse, n=N, **kw):
+    r = np.random.RandomState(3)
+    x = tg.tensor(r.uniform(0.5, 2.0, n), requires_grad=True)
+    y = tg.tensor(r.uniform(-1.0, 1.0, n), requires_grad=True)
+    out = fn(x, y, **kw)
+    seed = tg.tensor(r.uniform(-1, 1, n))
+    saved = fused.FUSE_MIN
+    fused.FUSE_MIN = fused.FUSE_MIN if fuse else engine.NO_FUSION   # the backward only
+    try:
+        out.backward(seed)
+    finally:
+        fused.FUSE_MIN = saved
+    return x.grad.numpy(), y.grad.numpy()
+
+
+def test_fused_and_per_entry_sweeps_agree_bitwise_without_vector_math():
+    """No libmvec call in these reverse rules and the same order of accumulation: the
+    fused run gives the per-entry sweep's gradients bit for bit."""
+    for a, b in zip(_grads(_chain, True, with_trig=False), _grads(_chain, False, with_trig=False)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_fused_and_per_entry_sweeps_agree_within_4_ulp_with_vector_math():
+    """sin's and cos's reverse rules call libmvec's cos / sin in the fused run (math's
+    in the per-entry sweep): a derivative within 4 ulp, so a gradient within a few ulp
+    of the size of its terms (sums that cancel lose relative accuracy either way)."""
+    eps = np.finfo(float).eps
+    for a, b in zip(_grads(_chain, True, with_trig=True), _grads(_chain, False, with_trig=True)):
+        assert np.max(np.abs(a - b)) > 0          # the vector math was used
+        np.testing.assert_allclose(a, b, rtol=16 * eps, atol=16 * eps * np.max(np.abs(b)))
+
+
+def test_fused_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    r = np.random.RandomState(3)
+    xv, yv, sv = r.uniform(0.5, 2.0, N), r.uniform(-1.0, 1.0, N), r.uniform(-1, 1, N)
+    ours = _grads(_chain, True, with_trig=True)
+    x = torch.tensor(xv, requires_grad=True)
+    y = torch.tensor(yv, requires_grad=True)
+    _chain(x, y, True).backward(torch.tensor(sv))
+    np.testing.assert_allclose(ours[0], x.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours[1], y.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_fused_run_stops_at_hooks_retained_grads_and_other_kinds():
+    """A hook, a retained grad and a reduction in the middle of a large chain: each
+    sees its full gradient, as in the per-entry sweep."""
+    def fn(x, y, seen):
+        a = (x * y).sin()
+        a.register_hook(lambda g: seen.append(g.numpy().copy()))
+        b = a.exp() * 2.0
+        b.retain_grad()
+        seen.append(b)
+        c = b.tanh() + b.sum() * 1e-3
+        return c * x
+    for fuse in (True, False):
+        seen = []
+        gx, gy = _grads(fn, fuse, seen=seen)
+        if fuse:
+            first = (gx, gy, seen[1].copy(), seen[0].grad.numpy())
+        else:
+            np.testing.assert_allclose(gx, first[0], rtol=1e-13)
+            np.testing.assert_allclose(gy, first[1], rtol=1e-13)
+            np.testing.assert_allclose(seen[1], first[2], rtol=1e-13)
+            np.testing.assert_allclose(seen[0].grad.numpy(), first[3], rtol=1e-13)
+
+
+def test_fused_run_gradcheck_float64():
+    """Finite differences through the fused kernels: a few inputs perturbed at a time
+    on a large vector (the rest of the vector rides along)."""
+    r = np.random.RandomState(5)
+    base = r.uniform(0.5, 2.0, N)
+    idx = r.choice(N, 6, replace=False)
+    y = tg.tensor(r.uniform(-1, 1, N))
+
+    def f(v):
+        x = tg.tensor(v, requires_grad=True)
+        out = _chain(x, y, True).sum()
+        return out, x
+    out, x = f(base)
+    out.backward()
+    g = x.grad.numpy()
+    eps = 1e-6
+    for i in idx:
+        up, dn = base.copy(), base.copy()
+        up[i] += eps
+        dn[i] -= eps
+        num = (f(up)[0].item() - f(dn)[0].item()) / (2 * eps)
+        assert abs(num - g[i]) <= 1e-6 * max(1.0, abs(num))
+
+
+def _run_args(n, m=6, seed=0):
+    """A tape-like set of arrays for a fused run of m entries over n elements."""
+    r = np.random.RandomState(seed)
+    codes = [CODE[c] for c in ("sin", "mul", "tanh", "add", "exp", "mul")][:m]
+    OP = np.array([CODE["leaf"]] + codes, np.int16)
+    A = np.arange(-1, m, dtype=np.int64)
+    B = np.full(m + 1, -1, np.int64)
+    C = np.array([0.0, 0.0, 1.01, 0.0, 0.5, 0.0, 0.1][:m + 1])
+    OFF = np.arange(m + 1, dtype=np.int64) * n
+    V = np.empty((m + 1) * n)
+    V[:n] = r.uniform(-1, 1, n)
+    ents = np.arange(1, m + 1, dtype=np.int64)
+    fused.forward_serial(ents, m, OP, A, B, C, C, OFF, V, n, 1)
+    G = np.zeros_like(V)
+    G[m * n:] = r.uniform(-1, 1, n)
+    return ents[::-1].copy(), m, OP, A, B, C, C, OFF, V, G, n
+
+
+@pytest.mark.parametrize("n", [1, fused.BLOCK - 1, 5 * fused.BLOCK + 3, 40_000])
+def test_parallel_kernels_equal_serial_ones(n):
+    ents, m, OP, A, B, C, C2, OFF, V, G, n = _run_args(n)
+    Gs, Gp = G.copy(), G.copy()
+    fused.reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, 1)
+    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, 2)
+    np.testing.assert_array_equal(Gs, Gp)
+    Vs, Vp = V.copy(), V.copy()
+    asc = ents[::-1].copy()
+    fused.forward_serial(asc, m, OP, A, B, C, C2, OFF, Vs, n, 1)
+    fused.forward_parallel(asc, m, OP, A, B, C, C2, OFF, Vp, n, 2)
+    np.testing.assert_array_equal(Vs, Vp)
+    x = V[:n]
+    for code in (CODE["sin"], CODE["mul"], CODE["pow"]):
+        outs = [np.empty(n), np.empty(n)]
+        fused.map_serial(code, x, np.abs(x), True, 1.5, 0.0, outs[0], n, 1)
+        fused.map_parallel(code, x, np.abs(x), True, 1.5, 0.0, outs[1], n, 2)
+        np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_large_results_live_in_the_arena_and_survive_its_reuse():
+    """A large result's value is a view of the tape's arena; the arena is not reused
+    while such a view is alive (after backward, after the tape starts over)."""
+    x = tg.tensor(np.linspace(-1, 1, N), requires_grad=True)
+    y = (x * 3.0).sin()
+    kept = y.detach()
+    want = np.sin(np.linspace(-1, 1, N) * 3.0)
+    assert _ulps(kept.numpy(), want) <= 4
+    y.sum().backward()
+    del y
+    for _ in range(3):   # the default tape starts over and records new values
+        z = tg.tensor(np.full(N, 7.0), requires_grad=True)
+        (z * 2.0).exp().sum().backward()
+    assert _ulps(kept.numpy(), want) <= 4
+
+
+def test_reused_adjoint_arena_does_not_touch_kept_gradients():
+    seen = []
+    for k in range(3):
+        x = tg.tensor(np.full(N, 1.0 + k), requires_grad=True)
+        h = x * 2.0
+        h.register_hook(lambda g: seen.append(g))
+        (h * h).sum().backward()
+    for k, g in enumerate(seen):
+        np.testing.assert_array_equal(g.numpy(), np.full(N, 4.0 * (1.0 + k)))
+
+
+def test_anomaly_mode_finds_a_nan_inside_a_large_run():
+    x = tg.tensor(np.linspace(0.0, 1.0, N), requires_grad=True)
+    with tg.autograd.detect_anomaly():
+        y = ((x * x.sqrt()) * 2.0).exp().sum()      # sqrt's adjoint at 0: 0 / 0
+        with pytest.raises(RuntimeError, match="SqrtBackward0"):
+            y.backward()
+
+
+def test_threads_run_large_backwards_at_once():
+    """Only one thread at a time runs the parallel kernels (the others the serial
+    twins): every thread gets its own right gradient."""
+    errors, barrier = [], threading.Barrier(4)
+
+    def work(k):
+        try:
+            barrier.wait()
+            for _ in range(5):
+                x = tg.tensor(np.full(N, 0.1 * (k + 1)), requires_grad=True)
+                (x * x * 0.5).sin().sum().backward()
+                want = np.cos(0.5 * (0.1 * (k + 1)) ** 2) * 0.1 * (k + 1)
+                np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-13)
+        except Exception as e:   # noqa: BLE001 (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("width", [256, 1024])
+def test_float32_stays_float32(width):
+    """Values, results and gradients of float32 tensors are float32, in large
+    elementwise ops, matrix products and reductions."""
+    r = np.random.RandomState(0)
+    x = tg.tensor(r.randn(64, 16).astype(np.float32))
+    w = tg.tensor(r.randn(16, width).astype(np.float32), requires_grad=True)
+    b = tg.tensor(r.randn(width).astype(np.float32), requires_grad=True)
+    h = (x @ w + b).tanh()
+    assert h.dtype == tg.float32 and h.detach().numpy().dtype == np.float32
+    loss = (h * h).mean()
+    assert loss.dtype == tg.float32
+    loss.backward()
+    assert w.grad.dtype == tg.float32 and w.grad.numpy().dtype == np.float32
+    assert b.grad.dtype == tg.float32
+    v = tg.tensor(r.rand(N).astype(np.float32), requires_grad=True)
+    s = (v.sin() * 2.0).exp()
+    assert s.dtype == tg.float32
+    s.sum().backward()
+    assert v.grad.numpy().dtype == np.float32
+    v64 = v.detach().numpy().astype(np.float64)
+    want = np.exp(2 * np.sin(v64)) * 2 * np.cos(v64)
+    np.testing.assert_allclose(v.grad.numpy(), want, rtol=1e-5)
