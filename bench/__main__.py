@@ -26,6 +26,13 @@ def _prepare_environment(argv):
 
 
 _THREADS, _OPENBLAS_UNSET = _prepare_environment(sys.argv[1:])
+try:
+    # before tapegrad's parallel kernels start Numba's OpenMP pool: torch imported after it
+    # shares that libgomp (same soname), and its set_num_threads then makes every torch op
+    # wait ~2 ms (torch-mt measured 10x slower)
+    import torch  # noqa: E402, F401
+except ImportError:
+    pass
 
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
@@ -76,9 +83,10 @@ def parse(argv):
     p.add_argument("--no-limits", action="store_true",
                    help="also run sizes above a framework's limit (JAX compile: minutes)")
     p.add_argument("--threads", type=int, default=1,
-                   help="BLAS threads for the NumPy-based frameworks (default 1: tapegrad is "
-                        "single-threaded); 0 = library default. torch rows: torch = 1 thread, "
-                        "torch-mt = torch's default")
+                   help="BLAS threads for the NumPy-based frameworks (default 1: tapegrad's "
+                        "large elementwise kernels run on Numba's threads, all cores, and "
+                        "OpenBLAS's spinning pool would compete with them); 0 = library "
+                        "default. torch rows: torch = 1 thread, torch-mt = torch's default")
     p.add_argument("--json", default="bench/out/results.json", help="JSON output path")
     p.add_argument("--markdown", default=None, help="also write the markdown tables here")
     p.add_argument("--plots", default="bench/out/plots", help="folder for the PNG plots")

@@ -45,7 +45,8 @@ def _product(a, b, code):
     ia = broadcast_to(t, buf(t, a, True), x2, batch + (M, K))
     ib = broadcast_to(t, buf(t, b, True), y2, batch + (K, N))
     nb = math.prod(batch)
-    i = t.append(code, ia, ib, value, (nb, M, K, N))
+    # extras: the shapes, and whether the backward's products run in float32 BLAS
+    i = t.append(code, ia, ib, value, (nb, M, K, N, int(value.dtype == np.float32)))
     return _result(_norm(np.asarray(value)), t, i)
 
 

@@ -224,10 +224,15 @@ def _run_args(n, m=6, seed=0):
 @pytest.mark.parametrize("n", [1, fused.BLOCK - 1, 5 * fused.BLOCK + 3, 40_000])
 def test_parallel_kernels_equal_serial_ones(n):
     ents, m, OP, A, B, C, C2, OFF, V, G, n = _run_args(n)
-    Gs, Gp = G.copy(), G.copy()
-    fused.reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, 1)
-    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, 2)
+    Gs, Gp, Gk = G.copy(), G.copy(), G.copy()
+    keep = np.zeros(m + 1, np.uint8)
+    fused.reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, 1)
+    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, keep, 2)
     np.testing.assert_array_equal(Gs, Gp)
+    # each entry's adjoint is zeroed once used up, unless kept; the leaf's is left
+    fused.reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, 1)
+    np.testing.assert_array_equal(Gs[:n], Gk[:n])
+    assert not Gs[n:].any() and Gk[m * n:].any()
     Vs, Vp = V.copy(), V.copy()
     asc = ents[::-1].copy()
     fused.forward_serial(asc, m, OP, A, B, C, C2, OFF, Vs, n, 1)
@@ -266,6 +271,22 @@ def test_reused_adjoint_arena_does_not_touch_kept_gradients():
         (h * h).sum().backward()
     for k, g in enumerate(seen):
         np.testing.assert_array_equal(g.numpy(), np.full(N, 4.0 * (1.0 + k)))
+
+
+def test_the_kept_adjoint_arena_is_cleared_between_backwards():
+    """Backwards of other sizes and shapes one after another on the reused arena (the
+    kernels clear what they use up, the rest is cleared when it is taken again)."""
+    r = np.random.RandomState(2)
+    for n in (N, 2 * N, N // 2 + 5000, N):
+        xv = r.uniform(-1, 1, n)
+        x = tg.tensor(xv, requires_grad=True)
+        h = (x * 2.0).sin()
+        h.retain_grad()
+        (h.exp() * h).sum().backward()
+        want_h = np.exp(np.sin(2 * xv)) * (1 + np.sin(2 * xv))
+        want_x = want_h * 2 * np.cos(2 * xv)
+        np.testing.assert_allclose(h.grad.numpy(), want_h, rtol=1e-13, atol=1e-14)
+        np.testing.assert_allclose(x.grad.numpy(), want_x, rtol=1e-13, atol=1e-14)
 
 
 def test_anomaly_mode_finds_a_nan_inside_a_large_run():

@@ -14,7 +14,7 @@ from ..harness import Impl, to_float, to_numpy
 from . import mlp
 
 NAME = "mlp_train"
-FRAMEWORKS = ("tapegrad", "torch")
+FRAMEWORKS = ("tapegrad", "torch", "torch-mt")
 SIZES, QUICK_SIZES, XLABEL = mlp.SIZES, mlp.QUICK_SIZES, mlp.XLABEL
 LR, BETAS, EPS = 1e-3, (0.9, 0.999), 1e-8
 configs = mlp.configs

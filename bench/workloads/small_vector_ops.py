@@ -11,7 +11,7 @@ from ..harness import Config, Impl, leaves, to_float, to_numpy
 
 NAME = "small_vector_ops"
 FRAMEWORKS = ("tapegrad", "torch", "torch-mt", "jax", "jax-jit", "autograd", "numba", "numpy")
-SIZES, QUICK_SIZES = (10, 1_000, 100_000), (10,)
+SIZES, QUICK_SIZES = (10, 1_000, 100_000, 1_000_000), (10,)
 XLABEL = "vector length"
 N_OPS = 50
 

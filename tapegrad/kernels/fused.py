@@ -75,7 +75,7 @@ def _adjoint(j, OP, G, OFF, k0, sink):
 
 
 @njit(**_JIT)
-def _reverse_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n):
+def _reverse_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep):
     T = np.empty(TEMPS * BLOCK)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
     for blk in range(b0, b1):
@@ -89,6 +89,8 @@ def _reverse_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n):
             GX, gxo = _adjoint(a, OP, G, OFF, k0, sink)
             GY, gyo = _adjoint(b, OP, G, OFF, k0, sink)
             ew_rev_block(op, X, xo, Y, yo, V, G, OFF[e] + k0, GX, gxo, GY, gyo, C2[e], w, T)
+            if not keep[e]:     # its adjoint is used up: leave the arena zero (still in cache)
+                G[OFF[e] + k0:OFF[e] + k0 + w] = 0.0
 
 
 @njit(**_JIT)
@@ -107,17 +109,20 @@ def _forward_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, n):
 
 
 @njit(**_JIT)
-def reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, G, n, threads):
-    _reverse_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, G, n)
+def reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, threads):
+    """The fused reverse sweep of a run (``ents``: its live entries, last first).  The
+    adjoint of each entry not marked in ``keep`` is zeroed once used (the engine keeps
+    its adjoint arena zeroed between backwards that way, instead of clearing all of it)."""
+    _reverse_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep)
 
 
 @njit(parallel=True, **_JIT)
-def reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, threads):
+def reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, threads):
     nblk = (n + BLOCK - 1) // BLOCK
     per = (nblk + threads - 1) // threads
     for t in prange(threads):
         _reverse_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2,
-                        OFF, V, G, n)
+                        OFF, V, G, n, keep)
 
 
 @njit(**_JIT)
@@ -132,18 +137,6 @@ def forward_parallel(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
     for t in prange(threads):
         _forward_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2,
                         OFF, V, n)
-
-
-@njit(**_JIT)
-def zero_serial(G, n, threads):
-    G[:n] = 0.0
-
-
-@njit(parallel=True, **_JIT)
-def zero_parallel(G, n, threads):
-    per = (n + threads - 1) // threads
-    for t in prange(threads):
-        G[min(n, t * per):min(n, (t + 1) * per)] = 0.0
 
 
 def launch(serial, parallel, work, *args):
