@@ -18,7 +18,7 @@ from .kernels import fused
 from .ops import scalar_math
 from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to
-from .tape import current_tape
+from .tape import current_tape, roomy_tape
 from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording
 from .tracing import traced_entry, traced_result
 
@@ -173,7 +173,7 @@ def _large_result(code, x, y, c, sx, sy):
     yd = y._d if y.__class__ is Tensor else None
     if not STATE.grad or not (x._rg or (yd is not None and y._rg)):
         return _leaf(fused.ew_into(code, xd, yd, c, np.empty_like(xd)))
-    t = current_tape()
+    t = roomy_tape(3 * xd.size)                    # the result, and x and y if new here
     ia = buf(t, x, sx)
     ib = buf(t, y, sy) if yd is not None else -1
     i, out = t.append_into(code, ia, ib, xd.shape, xd.size, c)
