@@ -343,3 +343,31 @@ def test_float32_stays_float32(width):
     v64 = v.detach().numpy().astype(np.float64)
     want = np.exp(2 * np.sin(v64)) * 2 * np.cos(v64)
     np.testing.assert_allclose(v.grad.numpy(), want, rtol=1e-5)
+
+
+def test_replay_over_large_arrays_uses_fused_runs_and_blas():
+    """A traced function over large arrays replays by segments (fused runs, BLAS
+    products, the compiled rest) and gives the eager gradient."""
+    from tapegrad.replay import vector_replay
+    r = np.random.RandomState(4)
+    w0 = r.randn(256, 64) / 8
+
+    def f(x, w):
+        h = (x * 1.5).sin() * x + (x * 0.5).exp()          # a run over 64 * 256 values
+        h = (h.reshape(64, 256) @ w).tanh()                # a BLAS product, then a run
+        return (h * h).sum() + h.mean()
+    x0 = r.uniform(-1, 1, 64 * 256)
+    traced = tg.trace(f, x0, w0)
+    for seed in range(3):
+        xv = np.random.RandomState(seed).uniform(-1, 1, 64 * 256)
+        value, (gx, gw) = traced.value_and_grad(xv, w0)
+        x = tg.tensor(xv, requires_grad=True)
+        w = tg.tensor(w0, requires_grad=True)
+        out = f(x, w)
+        out.backward()
+        np.testing.assert_allclose(value.item(), out.item(), rtol=1e-12)
+        np.testing.assert_allclose(gx.numpy(), x.grad.numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(gw.numpy(), w.grad.numpy(), rtol=1e-12, atol=1e-14)
+    rec = traced.records[0]
+    kinds = [s[0] for s in rec.segments[1]]
+    assert rec.vector and kinds.count("run") >= 2 and "blas" in kinds

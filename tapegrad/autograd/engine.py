@@ -146,7 +146,7 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None):
         if t.OP[i] == _FUNCTION:       # a custom Function: its backward in Python
             top = _host_function(t, i, G, live)
         else:                          # a large matrix product: BLAS
-            _host_matmul(t, i, G)
+            host_matmul(t, i, G)
             top = i - 1
         if check_nan:
             _raise_nan(t, i, G)
@@ -358,7 +358,7 @@ def _host_function(t, i, G, live):
     return min(e for e, _, _, _ in group.outputs) - 1
 
 
-def _host_matmul(t, i, G):
+def host_matmul(t, i, G):
     """Adjoints of matrix product entry ``i`` through NumPy's BLAS, on views of the
     arenas: x (nb, M, K) @ y (nb, K, N) = out; dx += g y^T, dy += x^T g.  A product of
     float32 tensors runs in float32 BLAS (the arenas are float64)."""

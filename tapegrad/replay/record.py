@@ -14,6 +14,7 @@ from ..kernels.reverse import DONE
 from ..tape import Tape
 from ..tensor import Tensor, from_array
 from ..tracing import Recording
+from . import vector_replay
 
 _COLS = ("OP", "A", "B", "C", "C2", "OFF", "META", "FLAGS")
 
@@ -50,6 +51,8 @@ class Record:
         self.ins_arr = np.array(self.ins, np.int64)
         self.n_in = sum(self.size(e) for e in self.ins)
         self._kargs = None
+        self.segments = None                 # (schedule, its segments): large arrays
+        self.vector = vector_replay.is_vector(self)
 
     def _pack_guards(self):
         g = self.guard_list
@@ -74,6 +77,10 @@ class Record:
             return ()
         return tuple(int(s) for s in self.IAUX[m + 2:m + 2 + self.IAUX[m + 1]])
 
+    def extras(self, i):
+        m = self.META[i]
+        return self.IAUX[m + 2 + self.IAUX[m + 1]:]
+
     def value(self, i):
         o = self.OFF[i]
         return self.V[o:o + self.size(i)].reshape(self.shape(i)).copy()
@@ -86,8 +93,11 @@ class Record:
 
     def run_forward(self):
         """Recompute every entry; True if the guards hold for the new values."""
-        status, i = forward(self.schedule, self.OP, self.A, self.B, self.C, self.C2, self.OFF,
-                            self.META, self.IAUX, self.V, self.omap)
+        if self.vector:
+            status = vector_replay.run_forward(self)
+        else:
+            status, i = forward(self.schedule, self.OP, self.A, self.B, self.C, self.C2,
+                                self.OFF, self.META, self.IAUX, self.V, self.omap)
         if status != DONE:
             raise ReplayError("a custom autograd.Function cannot be replayed (its forward is "
                               "Python); call the function eagerly instead")
@@ -96,7 +106,10 @@ class Record:
 
     def value_and_grad(self, x, grad):
         """Replay at the flat inputs ``x`` and write d(output)/d(inputs) into ``grad``
-        (one compiled call); False if a guard fails."""
+        (one compiled call; over large arrays, a few: ``vector_replay``); False if a guard
+        fails."""
+        if self.vector:
+            return self._vector_value_and_grad(x, grad)
         args = self._kargs
         if args is None:        # (built at the first replay: after the optimiser's changes)
             args = self._kargs = (self.ins_arr, self.outs[0], self.schedule, self.OP, self.A,
@@ -104,6 +117,22 @@ class Record:
                                   self.FLAGS, self.V, self.G, self.live, self.scratch,
                                   self.omap, self.GK, self.GE, self.GS, self.GN, self.GV)
         return value_and_grad(x, *args, grad)
+
+    def _vector_value_and_grad(self, x, grad):
+        V, OFF, pos = self.V, self.OFF, 0
+        for e in self.ins:
+            n = self.size(e)
+            V[OFF[e]:OFF[e] + n] = x[pos:pos + n]
+            pos += n
+        if not self.run_forward():
+            return False
+        vector_replay.reverse(self, self.outs[0])
+        pos = 0
+        for e in self.ins:
+            n = self.size(e)
+            grad[pos:pos + n] = self.G[OFF[e]:OFF[e] + n]
+            pos += n
+        return True
 
     def failed_guard(self):
         """(file, line) of the first guard that does not hold now."""

@@ -1,0 +1,120 @@
+"""Replay of recordings over large arrays: fused runs, both cores, BLAS.
+
+A recording whose largest buffer reaches ``fused.FUSE_MIN`` values replays from Python
+in a few segments instead of one compiled call: its schedule is cut into runs of
+elementwise entries of one size (evaluated block by block by the fused forward kernel,
+as the backward sweeps them), matrix products of at least ``HOST_MIN_MACS``
+multiply-adds (NumPy's BLAS), and the rest (the compiled forward).  The reverse sweep
+stops at the same runs and products.  Per segment this costs a few microseconds of
+Python; per element it saves a pass over memory per entry.
+"""
+import numpy as np
+
+from ..autograd.engine import HOST_MIN_MACS, host_matmul
+from ..kernels import fused
+from ..kernels.generated import EW_LAST, MATMUL_FIRST, MATMUL_LAST, SOURCE_FIRST, SOURCE_LAST
+from ..kernels.replay import forward
+from ..kernels.reverse import DONE, FUSE, HOST, sweep
+
+_NO_HOST = np.iinfo(np.int64).max
+
+
+def is_vector(r):
+    return r.max_size >= fused.FUSE_MIN
+
+
+def _macs(r, e):
+    nb, M, K, N = (int(v) for v in r.extras(e)[:4])
+    return nb * M * K * N
+
+
+def segments(r):
+    """The schedule as [("run", entries, n) | ("blas", entry) | ("plain", entries)]."""
+    segs, plain, run, run_n = [], [], [], 0
+
+    def close():
+        nonlocal plain, run
+        if run:
+            segs.append(("run", np.array(run, np.int64), run_n))
+            run = []
+        if plain:
+            segs.append(("plain", np.array(plain, np.int64)))
+            plain = []
+    for e in r.schedule.tolist():
+        op = int(r.OP[e])
+        if SOURCE_FIRST <= op <= SOURCE_LAST:
+            continue
+        n = r.size(e)
+        if op <= EW_LAST and r.META[e] >= 0 and n >= fused.FUSE_MIN:
+            if plain or (run and n != run_n):
+                close()
+            run.append(e)
+            run_n = n
+        elif MATMUL_FIRST <= op <= MATMUL_LAST and _macs(r, e) >= HOST_MIN_MACS:
+            close()
+            segs.append(("blas", e))
+        else:
+            if run:
+                close()
+            plain.append(e)
+    close()
+    return segs
+
+
+def _blas_forward(r, e):
+    nb, M, K, N, single = (int(v) for v in r.extras(e)[:5])
+    dt = np.float32 if single else np.float64
+    V, OFF = r.V, r.OFF
+    oa, ob, oi = int(OFF[r.A[e]]), int(OFF[r.B[e]]), int(OFF[e])
+    x = V[oa:oa + nb * M * K].reshape(nb, M, K).astype(dt, copy=False)
+    y = V[ob:ob + nb * K * N].reshape(nb, K, N).astype(dt, copy=False)
+    V[oi:oi + nb * M * N].reshape(nb, M, N)[...] = np.matmul(x, y)
+
+
+def run_forward(r):
+    """Recompute every scheduled entry; the status of the compiled forward."""
+    if r.segments is None or r.segments[0] is not r.schedule:   # (the optimiser may cut it)
+        r.segments = (r.schedule, segments(r))
+    for seg in r.segments[1]:
+        if seg[0] == "run":
+            ents, n = seg[1], seg[2]
+            fused.launch(fused.forward_serial, fused.forward_parallel, n * len(ents), ents,
+                         len(ents), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, n)
+        elif seg[0] == "blas":
+            _blas_forward(r, seg[1])
+        else:
+            status, i = forward(seg[1], r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.META, r.IAUX, r.V,
+                                r.omap)
+            if status != DONE:
+                return status
+    return DONE
+
+
+def reverse(r, out):
+    """Sweep back from scalar entry ``out`` (adjoint 1) into ``r.G``."""
+    G, live = r.G, r.live
+    G[:] = 0.0
+    live[:] = 0
+    G[r.OFF[out]] = 1.0
+    live[out] = 1
+    keep = np.zeros(r.n, np.uint8)
+    ents = np.empty(r.n, np.int64)
+    top = out
+    while top >= 0:
+        status, i = sweep(top, r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.META, r.IAUX, r.FLAGS, r.V,
+                          G, live, r.scratch, r.omap, HOST_MIN_MACS, -1, False, 0, False,
+                          fused.FUSE_MIN)
+        if status == DONE:
+            return
+        if status == FUSE:
+            n = r.size(i)
+            m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.META, r.IAUX, r.FLAGS, live,
+                                     ents)
+            fused.launch(fused.reverse_serial, fused.reverse_parallel, n * m, ents, m, r.OP,
+                         r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep)
+        elif status == HOST and MATMUL_FIRST <= r.OP[i] <= MATMUL_LAST:
+            host_matmul(r, i, G)
+            live[r.A[i]] = live[r.B[i]] = 1
+            top = i - 1
+        else:                 # (a recording holds no custom Function: run_forward refused it)
+            raise AssertionError(f"unexpected sweep stop {status} at entry {i}")
