@@ -371,3 +371,25 @@ def test_replay_over_large_arrays_uses_fused_runs_and_blas():
     rec = traced.records[0]
     kinds = [s[0] for s in rec.segments[1]]
     assert rec.vector and kinds.count("run") >= 2 and "blas" in kinds
+
+
+def _child_gradient(n, q):
+    x = tg.tensor(np.full(n, 0.3), requires_grad=True)
+    (x * x).sin().sum().backward()
+    q.put(float(x.grad.numpy()[0]))
+
+
+def test_a_forked_child_runs_the_kernels_serially():
+    """GNU OpenMP's pool does not survive a fork: a child forked after the parallel
+    kernels ran uses the serial twins (instead of hanging)."""
+    import multiprocessing as mp
+    x = tg.tensor(np.full(N, 0.3), requires_grad=True)
+    (x * x).sin().sum().backward()             # the parent's pool is up
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child_gradient, args=(N, q))
+    p.start()
+    got = q.get(timeout=120)
+    p.join(60)
+    assert p.exitcode == 0
+    assert got == pytest.approx(np.cos(0.09) * 0.6, rel=1e-13)

@@ -11,9 +11,11 @@ touch the same element.  Each entry's rule runs as the generated block loops of
 
 The compiled functions come in serial and parallel twins over one body; the Python
 wrappers below choose by size (``PARALLEL_MIN``) and run the parallel twin only in one
-thread at a time (Numba's default threading layer does not allow concurrent launches),
-else the serial one.  Nothing here raises inside compiled code.
+thread at a time (Numba's workqueue threading layer does not allow concurrent
+launches), else the serial one; a process forked from one that ran them stays serial
+(GNU OpenMP's pool does not survive a fork).  Nothing here raises inside compiled code.
 """
+import os
 import threading
 
 import numba
@@ -28,6 +30,14 @@ BLOCK = 1024           # elements per block: a block of every buffer of an entry
 FUSE_MIN = 4096        # array entries at least this large are swept by the fused kernels
 PARALLEL_MIN = 32768   # elements x entries of work past which both cores pay off
 _LAUNCH = threading.Lock()
+_SERIAL_ONLY = []            # non-empty in a forked child
+
+
+def _after_fork():
+    _SERIAL_ONLY.append(True)
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 @njit(**_JIT)
@@ -143,7 +153,8 @@ def launch(serial, parallel, work, *args):
     """Run ``parallel`` when ``work`` (elements x entries) is worth both cores and no
     other thread is in a parallel kernel, else ``serial``; ``args`` end with ``n``."""
     threads = numba.get_num_threads()
-    if threads > 1 and work >= PARALLEL_MIN and _LAUNCH.acquire(blocking=False):
+    if (threads > 1 and work >= PARALLEL_MIN and not _SERIAL_ONLY
+            and _LAUNCH.acquire(blocking=False)):
         try:
             return parallel(*args, threads)
         finally:
