@@ -3,6 +3,7 @@ accuracy table, the generated block rules, fused reverse runs against the per-en
 sweep, parallel against serial kernels, large results written into the tape's arena,
 the reused adjoint arena, and float32 kept float32."""
 import math
+import os
 import threading
 
 import numpy as np
@@ -393,3 +394,32 @@ def test_a_forked_child_runs_the_kernels_serially():
     p.join(60)
     assert p.exitcode == 0
     assert got == pytest.approx(np.cos(0.09) * 0.6, rel=1e-13)
+
+
+def test_without_libmvec_the_kernels_call_libm(tmp_path):
+    """Where there is no libmvec (not glibc on x86-64), the same kernels call libm's
+    scalar functions: run in a fresh process that cannot find it, with its own Numba
+    cache (the compiled code differs)."""
+    import subprocess
+    import sys
+    code = """
+import ctypes.util
+ctypes.util.find_library = lambda name: None
+import numpy as np
+import tapegrad as tg
+from tapegrad.kernels import vmath
+assert vmath.LIBRARY.startswith("libm"), vmath.LIBRARY
+x = tg.tensor(np.linspace(-3, 3, 20000), requires_grad=True)
+y = (x.sin() * x.exp()).tanh()
+y.sum().backward()
+xv = np.linspace(-3, 3, 20000)
+want = np.tanh(np.sin(xv) * np.exp(xv))
+assert np.max(np.abs(y.detach().numpy() - want)) < 1e-13
+g = (1 - want ** 2) * (np.cos(xv) * np.exp(xv) + np.sin(xv) * np.exp(xv))
+assert np.allclose(x.grad.numpy(), g, rtol=1e-12, atol=1e-13)
+print("ok")
+"""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
