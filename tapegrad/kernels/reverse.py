@@ -126,6 +126,18 @@ def _gather(i, A, OFF, META, IAUX, G, omap):
     if nd == 0:            # one element (x[i] of a vector): no offset map
         G[base] += G[oi]
         return
+    if nd <= 4:            # nested loops, no offset map (a broadcast bias: rows of a sum)
+        s0, s1, s2, s3 = _pad4(IAUX, m + 2, nd, 1)
+        t0, t1, t2, t3 = _pad4(IAUX, e + 1, nd, 0)
+        k = oi
+        for i0 in range(s0):
+            for i1 in range(s1):
+                for i2 in range(s2):
+                    o = base + i0 * t0 + i1 * t1 + i2 * t2
+                    for i3 in range(s3):
+                        G[o + i3 * t3] += G[k + i3]
+                    k += s3
+        return
     offsets(IAUX, m + 2, e + 1, nd, omap)
     for k in range(IAUX[m]):
         G[base + omap[k]] += G[oi + k]
