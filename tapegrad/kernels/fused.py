@@ -67,6 +67,19 @@ def run_below(i, lo, n, OP, A, B, META, IAUX, FLAGS, live, ents):
 
 
 @njit(**_JIT)
+def clear_swept(live, in_run, OFF, META, IAUX, G):
+    """Zero the adjoints the last sweep left (the fused runs' own were zeroed as they
+    were used up) and its liveness."""
+    for e in range(live.shape[0]):
+        if live[e]:
+            live[e] = 0
+            if not in_run[e]:
+                o = OFF[e]
+                m = META[e]
+                G[o:o + (1 if m < 0 else IAUX[m])] = 0.0
+
+
+@njit(**_JIT)
 def _operand(j, c, V, OFF, k0, w, fill, const):
     """(array, offset) of an operand for the block at k0: the arena, or the block
     ``const`` filled with the constant c."""

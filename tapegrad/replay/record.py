@@ -52,6 +52,7 @@ class Record:
         self.n_in = sum(self.size(e) for e in self.ins)
         self._kargs = None
         self.segments = None                 # (schedule, its segments): large arrays
+        self.in_run = None                   # entries in fused runs (their adjoints: kept 0)
         self.vector = vector_replay.is_vector(self)
 
     def _pack_guards(self):

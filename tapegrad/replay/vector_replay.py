@@ -75,6 +75,7 @@ def run_forward(r):
     """Recompute every scheduled entry; the status of the compiled forward."""
     if r.segments is None or r.segments[0] is not r.schedule:   # (the optimiser may cut it)
         r.segments = (r.schedule, segments(r))
+        r.in_run = None
     for seg in r.segments[1]:
         if seg[0] == "run":
             ents, n = seg[1], seg[2]
@@ -93,8 +94,12 @@ def run_forward(r):
 def reverse(r, out):
     """Sweep back from scalar entry ``out`` (adjoint 1) into ``r.G``."""
     G, live = r.G, r.live
-    G[:] = 0.0
-    live[:] = 0
+    if r.in_run is None:
+        r.in_run = np.zeros(r.n, np.uint8)
+        for seg in r.segments[1]:
+            if seg[0] == "run":
+                r.in_run[seg[1]] = 1
+    fused.clear_swept(live, r.in_run, r.OFF, r.META, r.IAUX, G)
     G[r.OFF[out]] = 1.0
     live[out] = 1
     keep = np.zeros(r.n, np.uint8)
