@@ -6,11 +6,12 @@ namespace); Numba runs the same cycle element by element from its op codes.
 """
 import numpy as np
 
-from ..frameworks import block, jax_gradient, load, numba_compiled
+from ..frameworks import block, jax_gradient, load, numba_compiled, tapegrad_traced
 from ..harness import Config, Impl, leaves, to_float, to_numpy
 
 NAME = "small_vector_ops"
-FRAMEWORKS = ("tapegrad", "torch", "torch-mt", "jax", "jax-jit", "autograd", "numba", "numpy")
+FRAMEWORKS = ("tapegrad", "tapegrad-replay", "torch", "torch-mt", "jax", "jax-jit", "autograd",
+              "numba", "numpy")
 SIZES, QUICK_SIZES = (10, 1_000, 100_000, 1_000_000), (10,)
 XLABEL = "vector length"
 N_OPS = 50
@@ -104,6 +105,11 @@ def reference(cfg):
 
 def build(fw, cfg):
     x0 = _x0(cfg)
+    if fw == "tapegrad-replay":
+        tg = load(fw)
+        traced, prep = tapegrad_traced(fw, lambda x: chain(tg, x), x0)
+        return Impl(lambda: traced.value_and_grad(x0),
+                    lambda out: (to_float(out[0]), to_numpy(out[1])), prep_s=prep)
     if fw in ("tapegrad", "torch", "torch-mt"):
         m = load(fw)
         st = {}

@@ -1,6 +1,6 @@
 """Replay of recordings over large arrays: fused runs, both cores, BLAS.
 
-A recording whose largest buffer reaches ``fused.FUSE_MIN`` values replays from Python
+A recording whose largest buffer reaches ``RUN_MIN`` values replays from Python
 in a few segments instead of one compiled call: its schedule is cut into runs of
 elementwise entries of one size (evaluated block by block by the fused forward kernel,
 as the backward sweeps them), matrix products of at least ``HOST_MIN_MACS``
@@ -17,10 +17,14 @@ from ..kernels.replay import forward
 from ..kernels.reverse import DONE, FUSE, HOST, sweep
 
 _NO_HOST = np.iinfo(np.int64).max
+# elementwise entries this large replay in fused runs: lower than the eager sweep's
+# fused.FUSE_MIN, as a replay pays Python per segment, not per backward (at length 1,000
+# the compiled replay's per-element dispatch took 1.0 ms for the 50-op chain)
+RUN_MIN = 256
 
 
 def is_vector(r):
-    return r.max_size >= fused.FUSE_MIN
+    return r.max_size >= RUN_MIN
 
 
 def _macs(r, e):
@@ -45,7 +49,7 @@ def segments(r):
         if SOURCE_FIRST <= op <= SOURCE_LAST:
             continue
         n = r.size(e)
-        if op <= EW_LAST and r.META[e] >= 0 and n >= fused.FUSE_MIN:
+        if op <= EW_LAST and r.META[e] >= 0 and n >= RUN_MIN:
             if plain or (run and n != run_n):
                 close()
             run.append(e)
@@ -108,7 +112,7 @@ def reverse(r, out):
     while top >= 0:
         status, i = sweep(top, r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.META, r.IAUX, r.FLAGS, r.V,
                           G, live, r.scratch, r.omap, HOST_MIN_MACS, -1, False, 0, False,
-                          fused.FUSE_MIN)
+                          RUN_MIN)
         if status == DONE:
             return
         if status == FUSE:
