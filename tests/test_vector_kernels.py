@@ -92,7 +92,7 @@ def test_large_forward_matches_small_path(op):
         a = [tg.tensor(v.detach().numpy()[s:s + 1000]) for v in args]
         pieces.append(getattr(tg, op.name)(*a, **kwargs).numpy())
     small = np.concatenate(pieces)
-    if op.name == "sign" or not any(f"math.{f}" in op.fwd or f"sm." in op.fwd
+    if op.name == "sign" or not any(f"math.{f}" in op.fwd or "sm." in op.fwd
                                     for f in vmath.FUNCTIONS):
         np.testing.assert_array_equal(big, small)
     else:
@@ -349,7 +349,6 @@ def test_float32_stays_float32(width):
 def test_replay_over_large_arrays_uses_fused_runs_and_blas():
     """A traced function over large arrays replays by segments (fused runs, BLAS
     products, the compiled rest) and gives the eager gradient."""
-    from tapegrad.replay import vector_replay
     r = np.random.RandomState(4)
     w0 = r.randn(256, 64) / 8
 

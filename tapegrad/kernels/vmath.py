@@ -7,10 +7,10 @@ variants of libm under the x86-64 vector function ABI (``_ZGVeN8v_sin`` takes an
 returns eight doubles in a zmm register), documented to within 4 ulp.  This module binds
 them as Numba intrinsics:
 
-    ``v_sin(src, so, dst, do, n)``   dst[do:do+n] = sin(src[so:so+n])
+    ``lanes_sin(src, so, dst, do)``   dst[do:do+LANES] = sin(src[so:so+LANES])
 
-(one per function in ``FUNCTIONS``), a vector call per ``LANES`` elements and libm's
-scalar function for the tail.  The ISA variant follows the features Numba compiles
+(one per function in ``FUNCTIONS``); ``generated_blocks.v_sin(src, so, dst, do, n)``
+and its siblings loop over them, with libm's scalar function for the tail.  The ISA variant follows the features Numba compiles
 for (AVX-512: 8 lanes, AVX2: 4, otherwise SSE: 2), so the register convention of the
 call always matches the caller.  Where there is no libmvec (not glibc on x86-64), the
 same functions run libm's scalar function on every element: same results as the
@@ -21,7 +21,7 @@ import platform
 
 import llvmlite.binding as llvm
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils, config
 from numba.extending import intrinsic
 
