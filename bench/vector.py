@@ -22,6 +22,7 @@ from tapegrad.autograd import engine
 from tapegrad.kernels import fused, vmath
 from tapegrad.ops.table import CODE
 
+from .tiers import _median
 from .workloads.small_vector_ops import chain
 
 SIZES = (8192, 16384, 32768, 65536, 131072, 262144, 1048576)
@@ -29,16 +30,6 @@ UNARY = ("sin", "exp", "tanh", "mul")
 DOMAINS = {"exp": (-20, 20), "log": (1e-3, 1e3), "log1p": (-0.9, 1e3), "expm1": (-20, 20),
            "sin": (-100, 100), "cos": (-100, 100), "tan": (-1.5, 1.5), "tanh": (-20, 20),
            "erf": (-6, 6)}
-
-
-def _median(fn, repeats):
-    fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
 
 
 def max_ulp(name, n=200_001):
