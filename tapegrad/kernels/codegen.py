@@ -119,9 +119,9 @@ _LOADS = (("x", "X[k]"), ("y", "Y[k]"), ("r", "R[k]"), ("g", "GR[k]"))
 
 
 def _block(targets, indent="        "):
-    """Loops computing ``targets`` ((store, rule) pairs) over k < n: the hoisted calls
-    first, each a loop filling its temporary block ``t<j>s`` and a vector call over it,
-    then one loop for the rules."""
+    """(lines, temporaries): loops computing ``targets`` ((store, rule) pairs) over
+    k < n: the hoisted calls first, each a loop filling its temporary block ``t<j>s``
+    and a vector call over it, then one loop for the rules."""
     hoist, rules = _Hoist(0), []
     for store, rule in targets:
         tree = hoist.visit(ast.parse(_jit_expr(rule), mode="eval"))
@@ -140,8 +140,7 @@ def _block(targets, indent="        "):
         out.append(f"{indent}v_{f}(t{j}s, 0, t{j}s, 0, n)")
     loop([f"{store} {rule}" for store, rule in rules],
          set().union(*(_names(rule) for _, rule in rules)))
-    _block.temps = max(getattr(_block, "temps", 1), len(hoist.calls))
-    return out
+    return out, len(hoist.calls)
 
 
 def blocks_source():
@@ -161,9 +160,12 @@ def blocks_source():
     out += ["", "@njit(**_JIT)", "def ew_fwd_block(op, X, xo, Y, yo, V, ro, c2, n, T):",
             '    """V[ro:ro+n] = op(X[xo:xo+n], Y[yo:yo+n])."""',
             "    X, Y, R = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n]   # (indices k >= 0: no wraparound)"]
+    temps = 1
     for i, op in enumerate(EW_OPS):
         out.append(f"    {'if' if i == 0 else 'elif'} op == {i}:  # {op.name}")
-        out += _block([("R[k] =", op.fwd)])
+        lines, n = _block([("R[k] =", op.fwd)])
+        out += lines
+        temps = max(temps, n)
     out += ["", "", "@njit(**_JIT)",
             "def ew_rev_block(op, X, xo, Y, yo, V, G, ro, GX, gxo, GY, gyo, c2, n, T):",
             '    """Add op\'s adjoint contributions from G[ro:ro+n] into GX[gxo:] and GY[gyo:]."""',
@@ -172,8 +174,10 @@ def blocks_source():
     for i, op in enumerate(EW_OPS):
         out.append(f"    {'if' if i == 0 else 'elif'} op == {i}:  # {op.name}")
         targets = [("GX[k] +=", op.gx)] + ([("GY[k] +=", op.gy)] if op.gy else [])
-        out += _block(targets)
-    out += ["", "", f"TEMPS = {_block.temps}  # temporary blocks a rule needs, at most"]
+        lines, n = _block(targets)
+        out += lines
+        temps = max(temps, n)
+    out += ["", "", f"TEMPS = {temps}  # temporary blocks a rule needs, at most"]
     return "\n".join(out) + "\n"
 
 
