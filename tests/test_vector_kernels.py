@@ -204,10 +204,6 @@ def test_fused_run_gradcheck_float64():
         assert abs(num - g[i]) <= 1e-6 * max(1.0, abs(num))
 
 
-def keep_none():
-    return np.zeros(0, np.uint8)
-
-
 def _run_args(n, m=6, seed=0):
     """A tape-like set of arrays for a fused run of m entries over n elements."""
     r = np.random.RandomState(seed)
@@ -220,7 +216,7 @@ def _run_args(n, m=6, seed=0):
     V = np.empty((m + 1) * n)
     V[:n] = r.uniform(-1, 1, n)
     ents = np.arange(1, m + 1, dtype=np.int64)
-    fused.run_serial(ents, m, OP, A, B, C, C, OFF, V, V, n, keep_none(), False, 1)
+    fused.forward_serial(ents, m, OP, A, B, C, C, OFF, V, n, 1)
     G = np.zeros_like(V)
     G[m * n:] = r.uniform(-1, 1, n)
     return ents[::-1].copy(), m, OP, A, B, C, C, OFF, V, G, n
@@ -231,17 +227,17 @@ def test_parallel_kernels_equal_serial_ones(n):
     ents, m, OP, A, B, C, C2, OFF, V, G, n = _run_args(n)
     Gs, Gp, Gk = G.copy(), G.copy(), G.copy()
     keep = np.zeros(m + 1, np.uint8)
-    fused.run_serial(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, True, 1)
-    fused.run_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, keep, True, 2)
+    fused.reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, 1)
+    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, keep, 2)
     np.testing.assert_array_equal(Gs, Gp)
     # each entry's adjoint is zeroed once used up, unless kept; the leaf's is left
-    fused.run_serial(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, True, 1)
+    fused.reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, 1)
     np.testing.assert_array_equal(Gs[:n], Gk[:n])
     assert not Gs[n:].any() and Gk[m * n:].any()
     Vs, Vp = V.copy(), V.copy()
     asc = ents[::-1].copy()
-    fused.run_serial(asc, m, OP, A, B, C, C2, OFF, Vs, Vs, n, keep_none(), False, 1)
-    fused.run_parallel(asc, m, OP, A, B, C, C2, OFF, Vp, Vp, n, keep_none(), False, 2)
+    fused.forward_serial(asc, m, OP, A, B, C, C2, OFF, Vs, n, 1)
+    fused.forward_parallel(asc, m, OP, A, B, C, C2, OFF, Vp, n, 2)
     np.testing.assert_array_equal(Vs, Vp)
     x = V[:n]
     for code in (CODE["sin"], CODE["mul"], CODE["pow"]):

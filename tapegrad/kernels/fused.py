@@ -98,9 +98,7 @@ def _adjoint(j, OP, G, OFF, k0, sink):
 
 
 @njit(**_JIT)
-def _run_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, reverse):
-    """Blocks b0..b1 of a run: its reverse sweep (``reverse``; ``ents`` last first) or
-    its forward (``ents`` first first; ``G`` and ``keep`` unused)."""
+def _reverse_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep):
     T = np.empty(TEMPS * BLOCK)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
     for blk in range(b0, b1):
@@ -111,9 +109,6 @@ def _run_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, reverse):
             op, a, b, c = OP[e], A[e], B[e], C[e]
             X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
             Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
-            if not reverse:
-                ew_fwd_block(op, X, xo, Y, yo, V, OFF[e] + k0, C2[e], w, T)
-                continue
             GX, gxo = _adjoint(a, OP, G, OFF, k0, sink)
             GY, gyo = _adjoint(b, OP, G, OFF, k0, sink)
             ew_rev_block(op, X, xo, Y, yo, V, G, OFF[e] + k0, GX, gxo, GY, gyo, C2[e], w, T)
@@ -122,34 +117,49 @@ def _run_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, reverse):
 
 
 @njit(**_JIT)
-def run_serial(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, reverse, threads):
-    """A run's fused reverse sweep (``ents``: its live entries, last first) or forward.
-    In reverse, the adjoint of each entry not marked in ``keep`` is zeroed once used
-    (the engine keeps its adjoint arena zeroed between backwards that way, instead of
-    clearing all of it)."""
-    _run_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep,
-                reverse)
+def _forward_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, n):
+    T = np.empty(TEMPS * BLOCK)
+    cx, cy = np.empty(BLOCK), np.empty(BLOCK)
+    for blk in range(b0, b1):
+        k0 = blk * BLOCK
+        w = min(BLOCK, n - k0)
+        for q in range(m):
+            e = ents[q]
+            op, a, b, c = OP[e], A[e], B[e], C[e]
+            X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
+            Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
+            ew_fwd_block(op, X, xo, Y, yo, V, OFF[e] + k0, C2[e], w, T)
+
+
+@njit(**_JIT)
+def reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, threads):
+    """The fused reverse sweep of a run (``ents``: its live entries, last first).  The
+    adjoint of each entry not marked in ``keep`` is zeroed once used (the engine keeps
+    its adjoint arena zeroed between backwards that way, instead of clearing all of it)."""
+    _reverse_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep)
 
 
 @njit(parallel=True, **_JIT)
-def run_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, reverse, threads):
+def reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, threads):
     nblk = (n + BLOCK - 1) // BLOCK
     per = (nblk + threads - 1) // threads
     for t in prange(threads):
-        _run_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2, OFF,
-                    V, G, n, keep, reverse)
+        _reverse_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2,
+                        OFF, V, G, n, keep)
 
 
-def reverse_run(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep):
-    launch(run_serial, run_parallel, n * m, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, True)
+@njit(**_JIT)
+def forward_serial(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
+    _forward_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, n)
 
 
-def forward_run(ents, m, OP, A, B, C, C2, OFF, V, n):
-    launch(run_serial, run_parallel, n * m, ents, m, OP, A, B, C, C2, OFF, V, V, n, _NO_KEEP,
-           False)
-
-
-_NO_KEEP = np.zeros(0, np.uint8)
+@njit(parallel=True, **_JIT)
+def forward_parallel(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
+    nblk = (n + BLOCK - 1) // BLOCK
+    per = (nblk + threads - 1) // threads
+    for t in prange(threads):
+        _forward_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2,
+                        OFF, V, n)
 
 
 def launch(serial, parallel, work, *args):

@@ -83,7 +83,8 @@ def run_forward(r):
     for seg in r.segments[1]:
         if seg[0] == "run":
             ents, n = seg[1], seg[2]
-            fused.forward_run(ents, len(ents), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, n)
+            fused.launch(fused.forward_serial, fused.forward_parallel, n * len(ents), ents,
+                         len(ents), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, n)
         elif seg[0] == "blas":
             _blas_forward(r, seg[1])
         else:
@@ -118,7 +119,8 @@ def reverse(r, out):
             n = r.size(i)
             m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.META, r.IAUX, r.FLAGS, live,
                                      ents)
-            fused.reverse_run(ents, m, r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep)
+            fused.launch(fused.reverse_serial, fused.reverse_parallel, n * m, ents, m, r.OP,
+                         r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep)
         elif status == HOST and MATMUL_FIRST <= r.OP[i] <= MATMUL_LAST:
             host_matmul(r, i, G)
             live[r.A[i]] = live[r.B[i]] = 1
