@@ -2,7 +2,7 @@
 
 Entry ``i`` produces buffer ``i``.  Columns (NumPy arrays grown by doubling):
 
-  ``OP``    opcode (index into ``ops.OPS``)
+  ``OP``    op code (``ops.table``: stable, explicit, ``BY_CODE[code]`` is the op)
   ``A B``   input buffer indices (-1: the operand is the constant ``C``)
   ``C C2``  constants (a Python scalar operand; clamp's bounds)
   ``OFF``   offset of the buffer's values in the value arena ``V``

@@ -47,11 +47,19 @@ def test_generated_dispatch_is_up_to_date():
         assert f.read() == codegen.source(), "run: python -m tapegrad.kernels.codegen"
 
 
-def test_kinds_are_contiguous_and_names_unique():
-    assert len({op.name for op in OPS}) == len(OPS)
+def test_codes_are_explicit_unique_and_inside_their_kinds_band():
+    from dataclasses import replace
+    from tapegrad.ops import table
+    assert len({op.name for op in OPS}) == len(OPS) == len({op.code for op in OPS})
+    bands = sorted(table.BANDS.values())
+    assert all(a[1] < b[0] for a, b in zip(bands, bands[1:]))      # ordered, disjoint
     for op in OPS:
-        assert op.kind in ("ew", "source", "where", "gather", "reshape", "index", "reduce",
-                           "matmul", "cat", "softmax", "host", "compare", "stop")
+        lo, hi = table.BANDS[op.kind]
+        assert lo <= op.code <= hi and table.BY_CODE[op.code] is op
+    with pytest.raises(AssertionError, match="outside the ew band"):
+        table._check(OPS[:1] + (replace(OPS[1], code=table.BANDS["source"][0]),))
+    with pytest.raises(AssertionError, match="unique"):
+        table._check(OPS[:1] + (replace(OPS[1], code=OPS[0].code),))
 
 
 @pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)

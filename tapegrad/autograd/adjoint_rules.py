@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..ops.table import OPS, kind_range
+from ..ops.table import BY_CODE, kind_range
 from ..tape import CONST
 
 
@@ -115,7 +115,7 @@ def _compile(expr):
                 {"math": TensorMath, "sm": TensorScalarMath})
 
 
-EW_RULES = {k: (_compile(op.gx), _compile(op.gy)) for k, op in enumerate(OPS) if op.kind == "ew"}
+EW_RULES = {op.code: (_compile(op.gx), _compile(op.gy)) for op in BY_CODE if op and op.kind == "ew"}
 
 
 def _wants(h, j):
@@ -236,7 +236,7 @@ def reduce(i, g, h):
     in_shape, nin, nout = h.shape(a), h.size(a), h.size(i)
     o = _offsets(in_shape, h.extras(i)[:len(in_shape)]) if in_shape else np.zeros(1, np.int64)
     spread = g.reshape(-1)[o].reshape(in_shape)
-    name = OPS[int(h.OP[i])].name
+    name = BY_CODE[int(h.OP[i])].name
     if name in ("sum", "sum_dim"):
         return [(a, spread)]
     if name in ("mean", "mean_dim"):
@@ -296,7 +296,7 @@ def softmax(i, g, h):
     outer, n, inner = (int(v) for v in h.extras(i)[:3])
     g3 = g.reshape(outer, n, inner)
     r3 = h(i).reshape(outer, n, inner)
-    if OPS[h.OP[i]].name == "softmax":
+    if BY_CODE[h.OP[i]].name == "softmax":
         out = r3 * (g3 - (g3 * r3).sum(1, keepdim=True))
     else:
         out = g3 - r3.exp() * g3.sum(1, keepdim=True)
@@ -311,5 +311,5 @@ def no_gradient(i, g, h):
 _BY_KIND = {"ew": elementwise, "where": where, "gather": gather, "reshape": reshape,
             "index": index, "reduce": reduce, "matmul": matmul, "cat": cat, "softmax": softmax,
             "compare": no_gradient, "stop": no_gradient}
-RULES = tuple(_BY_KIND.get(op.kind) for op in OPS)
+RULES = tuple(_BY_KIND.get(op.kind) if op else None for op in BY_CODE)
 HOST_FIRST, HOST_LAST = kind_range("host")

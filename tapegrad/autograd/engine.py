@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from .. import tape as tp
-from ..ops.table import OPS
+from ..ops.table import BY_CODE
 from ..kernels import fused
 from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep
 from . import anomaly
@@ -32,8 +32,9 @@ NO_FUSION = 1 << 62       # anomaly mode checks each entry's adjoints: no fused 
 RUN_CHUNK = 4096          # entries of a run swept by one fused call, at most
 REUSE_MIN = 1 << 16       # adjoint arenas this large are kept for the thread's next backward
 _POOL = threading.local()
-# per opcode: does its backward need its first input / second input / its result?
-SAVES = tuple(np.array([s in op.saves for op in OPS]) for s in ("self", "other", "result"))
+# per op code: does its backward need its first input / second input / its result?
+SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
+              for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
 CYCLE_WARNING = (
     "Using backward() with create_graph=True will create a reference cycle between the "

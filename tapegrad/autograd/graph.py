@@ -10,7 +10,7 @@ import weakref
 
 import numpy as np
 
-from ..ops.table import CODE, OPS
+from ..ops.table import BY_CODE, CODE
 from ..tape import CONSUMED, HIDDEN
 from .saved_hooks import disable_saved_tensors_hooks, saved_tensors_hooks, unpacked_slot
 
@@ -49,7 +49,7 @@ class Node:
 
     def _op_name(self, t):
         i = self._i
-        op = OPS[t.OP[i]]
+        op = BY_CODE[t.OP[i]]
         if op.node_lconst and t.A[i] < 0:
             return op.node_lconst
         if op.node_rconst and t.B[i] < 0:
@@ -81,7 +81,7 @@ class Node:
     def __getattr__(self, attr):
         if attr.startswith("_saved_"):
             t = self._t()
-            op = OPS[t.OP[self._i]]
+            op = BY_CODE[t.OP[self._i]]
             what = attr[len("_saved_"):]
             if what in op.saves:
                 return _saved(t, self._i, what)
@@ -181,7 +181,7 @@ def _inputs(t, i):
         m = t.META[i]
         e = m + 2 + t.IAUX[m + 1]
         return [int(t.IAUX[e + 2 + 2 * k]) for k in range(t.IAUX[e + 1])]
-    spec = OPS[op]
+    spec = BY_CODE[op]
     a, b = int(t.A[i]), int(t.B[i])
     if spec.arity == 1 or (b < 0 and not spec.const_edge):
         return [a]

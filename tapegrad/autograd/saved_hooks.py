@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import tape as tp
 from ..grad_mode import STATE, no_grad
-from ..ops.table import CODE, OPS
+from ..ops.table import BY_CODE, CODE
 from ..record import broadcast_shape
 from ..tensor import Tensor, _norm, _result, from_array
 
@@ -58,7 +58,7 @@ def _needs(op):
     return saves, saves
 
 
-NEEDS = tuple(_needs(op) for op in OPS)
+NEEDS = tuple(_needs(op) if op else ((), ()) for op in BY_CODE)
 
 
 def _stack():

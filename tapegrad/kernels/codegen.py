@@ -40,7 +40,7 @@ def source():
                if f.__module__ == scalar_math.__name__]
     out += [f"sm_{n} = njit(**_JIT)(_sm.{n})" for n in helpers]
     out.append("")
-    out += [f"OP_{op.name.upper()} = {i}" for i, op in enumerate(OPS)]
+    out += [f"OP_{op.name.upper()} = {op.code}" for op in OPS]
     out.append("")
     for kind in KINDS:
         lo, hi = kind_range(kind)
@@ -49,20 +49,19 @@ def source():
     out.append("@njit(**_JIT)\ndef ew_fwd(op, x, y, c2):")
     out.append('    """Forward rule of elementwise op ``op`` on scalars."""')
     for i, op in enumerate(EW_OPS):
-        out.append(f"    {'if' if i == 0 else 'elif'} op == {i}:  # {op.name}")
+        out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
         out.append(f"        return {_jit_expr(op.fwd)}")
     out.append("    return math.nan\n\n")
     out.append("@njit(**_JIT)\ndef ew_grad(op, x, y, r, g, c2):")
     out.append('    """Reverse rule of elementwise op ``op``: the adjoints of x and y."""')
     for i, op in enumerate(EW_OPS):
-        out.append(f"    {'if' if i == 0 else 'elif'} op == {i}:  # {op.name}")
+        out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
         out.append(f"        return {_jit_expr(op.gx)}, {_jit_expr(op.gy or '0.0')}")
     out.append("    return 0.0, 0.0\n\n")
-    first = kind_range("compare")[0]
     out.append("@njit(**_JIT)\ndef cmp_fwd(op, x, y):")
     out.append('    """Comparison ``op`` (an opcode of the compare kind) on scalars: 1.0 or 0.0."""')
     for i, op in enumerate(COMPARE_OPS):
-        out.append(f"    {'if' if i == 0 else 'elif'} op == {first + i}:  # {op.name}")
+        out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
         out.append(f"        return {op.fwd}")
     out.append("    return math.nan")
     return "\n".join(out) + "\n"
@@ -155,14 +154,15 @@ def blocks_source():
                 f"        lanes_{f}(src, so + k, dst, do + k)", "        k += LANES",
                 "    while k < n:", f"        dst[do + k] = math.{f}(src[so + k])",
                 "        k += 1", ""]
-    reads_y = ", ".join(str(op.arity == 2 or "y" in _names(op.fwd)) for op in EW_OPS)
-    out += ["", f"READS_Y = ({reads_y})  # per elementwise op: does it read y (C for a unary op)?"]
+    reads = {op.code: op.arity == 2 or "y" in _names(op.fwd) for op in EW_OPS}
+    reads_y = ", ".join(str(reads.get(c, False)) for c in range(max(reads) + 1))
+    out += ["", f"READS_Y = ({reads_y},)  # per elementwise op code: does it read y (C for a unary op)?"]
     out += ["", "@njit(**_JIT)", "def ew_fwd_block(op, X, xo, Y, yo, V, ro, c2, n, T):",
             '    """V[ro:ro+n] = op(X[xo:xo+n], Y[yo:yo+n])."""',
             "    X, Y, R = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n]   # (indices k >= 0: no wraparound)"]
     temps = 1
     for i, op in enumerate(EW_OPS):
-        out.append(f"    {'if' if i == 0 else 'elif'} op == {i}:  # {op.name}")
+        out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
         lines, n = _block([("R[k] =", op.fwd)])
         out += lines
         temps = max(temps, n)
@@ -172,7 +172,7 @@ def blocks_source():
             "    X, Y, R, GR = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n], G[ro:ro + n]",
             "    GX, GY = GX[gxo:gxo + n], GY[gyo:gyo + n]"]
     for i, op in enumerate(EW_OPS):
-        out.append(f"    {'if' if i == 0 else 'elif'} op == {i}:  # {op.name}")
+        out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
         targets = [("GX[k] +=", op.gx)] + ([("GY[k] +=", op.gy)] if op.gy else [])
         lines, n = _block(targets)
         out += lines

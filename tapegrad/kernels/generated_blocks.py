@@ -125,7 +125,7 @@ def v_erf(src, so, dst, do, n):
         k += 1
 
 
-READS_Y = (True, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True)  # per elementwise op: does it read y (C for a unary op)?
+READS_Y = (True, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True,)  # per elementwise op code: does it read y (C for a unary op)?
 
 @njit(**_JIT)
 def ew_fwd_block(op, X, xo, Y, yo, V, ro, c2, n, T):

@@ -9,7 +9,7 @@ three for many points at once, in parallel over the points.
 import numpy as np
 from numba import njit, prange
 
-from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAST, GATHER_FIRST,
+from .generated import (REDUCE_FIRST, REDUCE_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAST, GATHER_FIRST,
                         GATHER_LAST, HOST_FIRST, HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST,
                         MATMUL_LAST, OP_AMAX, OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_PROD,
                         OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST,
@@ -142,7 +142,7 @@ def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
                     V[oi + k] = V[OFF[b] + k] if b >= 0 else C[i]
         elif GATHER_FIRST <= op <= INDEX_LAST or STOP_FIRST <= op <= STOP_LAST:
             move(i, op, a, OFF, META, IAUX, V, omap)
-        elif op < MATMUL_FIRST:
+        elif REDUCE_FIRST <= op <= REDUCE_LAST:
             _reduce(i, op, A, OFF, META, IAUX, V, omap)
         elif op <= MATMUL_LAST:
             _matmul(i, A, B, OFF, META, IAUX, V)

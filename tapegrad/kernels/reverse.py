@@ -9,7 +9,7 @@ Metadata of an array entry, at ``IAUX[META[i]]``: ``[size, ndim, *shape, *extras
 """
 from numba import njit
 
-from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST, HOST_FIRST,
+from .generated import (REDUCE_FIRST, REDUCE_LAST, CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST, HOST_FIRST,
                         HOST_LAST, INDEX_FIRST,
                         INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_AMAX, OP_AMIN, OP_CONST,
                         OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_MIN_ALL, OP_PROD, OP_PROD_DIM,
@@ -320,7 +320,7 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
                 G[oa + k] += G[oi + k]
         elif INDEX_FIRST <= op <= INDEX_LAST:
             _index(i, A, OFF, META, IAUX, G)
-        elif op < MATMUL_FIRST:
+        elif REDUCE_FIRST <= op <= REDUCE_LAST:
             _reduce(i, op, A, OFF, META, IAUX, V, G, scratch, omap)
         elif op <= MATMUL_LAST:
             e = extras_at(META, IAUX, i)

@@ -12,11 +12,11 @@ compiled call and collect the rows (or columns) of a Jacobian.
 """
 from numba import njit
 
-from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRST, HOST_FIRST,
+from .generated import (REDUCE_FIRST, REDUCE_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRST, HOST_FIRST,
                         HOST_LAST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_MEAN,
                         OP_MEAN_DIM, OP_PROD, OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE,
                         SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST,
-                        SOURCE_LAST, ew_grad)
+                        SOURCE_LAST, STOP_LAST, ew_grad)
 from . import softmax
 from .replay import concatenate, move
 from .reverse import (DONE, HOST, extras_at, others, prod_parts, reduce_map, size_of,
@@ -108,7 +108,7 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
         op = OP[i]
         if has[i] == 2 or SOURCE_FIRST <= op <= SOURCE_LAST:
             continue
-        if op >= COMPARE_FIRST:       # comparisons and detached copies carry no tangent
+        if COMPARE_FIRST <= op <= STOP_LAST:   # comparisons and detached copies: no tangent
             has[i] = 0
             continue
         a, b = A[i], B[i]
@@ -140,7 +140,7 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
                     _tan(b, has, OFF, T, k)
         elif GATHER_FIRST <= op <= INDEX_LAST:
             move(i, op, a, OFF, META, IAUX, T, omap)
-        elif op < MATMUL_FIRST:
+        elif REDUCE_FIRST <= op <= REDUCE_LAST:
             _reduce(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap)
         elif op <= MATMUL_LAST:
             _matmul(i, A, B, OFF, META, IAUX, V, T, has)

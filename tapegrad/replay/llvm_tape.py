@@ -28,7 +28,7 @@ import numpy as np
 
 from ..ops import scalar_math
 from ..autograd.adjoint_rules import _offsets
-from ..ops.table import CODE, OPS
+from ..ops.table import BY_CODE, CODE
 from ..tracing import G_EQUAL, G_TRUTH
 
 _CONST = CODE["const"]
@@ -180,7 +180,7 @@ _KINDS = ("ew", "compare", "gather", "reshape", "stop", "where", "index", "reduc
 def _check_supported(r):
     total = 0
     for i in r.schedule:
-        spec = OPS[int(r.OP[i])]
+        spec = BY_CODE[int(r.OP[i])]
         if spec.kind not in _KINDS:
             raise CompileError(f"entry {i} ({spec.name}) has no compiled lowering")
         total += r.size(i)
@@ -252,7 +252,7 @@ class _Tape:
     # -- forward -----------------------------------------------------------------------
     def forward(self, i):
         r, em = self.r, self.em
-        spec = OPS[int(r.OP[i])]
+        spec = BY_CODE[int(r.OP[i])]
         a, b, n = int(r.A[i]), int(r.B[i]), r.size(i)
         kind = spec.kind
         if kind in ("ew", "compare", "where"):
@@ -376,7 +376,7 @@ class _Tape:
 
     def _adjoint(self, i, g):
         r, em = self.r, self.em
-        spec = OPS[int(r.OP[i])]
+        spec = BY_CODE[int(r.OP[i])]
         a, b, n = int(r.A[i]), int(r.B[i]), r.size(i)
         g = [const(0.0) if v is None else v for v in g]
         kind = spec.kind

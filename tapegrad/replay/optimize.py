@@ -9,7 +9,7 @@ never reaches the others.  ``stats`` reports the entry counts before and after.
 """
 import numpy as np
 
-from ..ops.table import CODE, OPS, kind_range
+from ..ops.table import CODE, kind_range
 
 _SOURCES = kind_range("source")
 _HOST = kind_range("host")
@@ -107,4 +107,4 @@ def _remap_data(kind, data, rep):
     return data
 
 
-__all__ = ["optimize", "OPS"]
+__all__ = ["optimize"]

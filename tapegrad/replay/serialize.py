@@ -1,7 +1,11 @@
 """Saving and loading replayable recordings: ``traced.save(path)`` / ``tapegrad.load(path)``.
 
 A file is a NumPy ``.npz`` of each recording's flat arrays plus a small JSON header
-(format version, argument shapes and dtypes, where inputs and outputs sit, guards).
+(format version, argument shapes and dtypes, where inputs and outputs sit, guards, and
+the name of every op code the arrays use).  Op codes are written as this version's, and
+read back through their names: a later tapegrad maps each name to its own code, and a
+file that names an op it lacks is refused with an error naming that op, so a file never
+loads as another function.
 A loaded ``Traced`` replays in any process; it cannot record its function again (it
 has none), so inputs that fail every guard raise ``GuardFailure``.  Pickling uses the
 same state.
@@ -11,9 +15,10 @@ import json
 
 import numpy as np
 
+from ..ops.table import BY_CODE, CODE
 from .record import _COLS, Record
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2     # 2: the header names the op codes (1 stored bare list positions)
 _ARRAYS = _COLS + ("IAUX", "V", "schedule")
 
 
@@ -25,8 +30,35 @@ def _record_state(r, prefix, arrays):
             "guards": [[k, e, list(d), list(loc)] for k, e, d, loc in r.guard_list]}
 
 
-def _load_record(meta, prefix, arrays):
+def _op_names(records):
+    """{code: op name} for every op code the records use."""
+    codes = set()
+    for r in records:
+        codes.update(int(c) for c in np.unique(r.OP))
+    return {str(c): BY_CODE[c].name for c in sorted(codes)}
+
+
+def _code_map(names):
+    """old code -> this version's code, from a file's {code: name}; refuses unknown ops."""
+    table = np.full(max([int(c) for c in names] + [0]) + 1, -1, np.int64)
+    for c, name in names.items():
+        if name not in CODE:
+            raise ValueError(f"the replay file uses the op '{name}', which this version of "
+                             "tapegrad does not have; record the function again")
+        table[int(c)] = CODE[name]
+    return table
+
+
+def _remap(op, table):
+    op = np.asarray(op)
+    if op.size and (op.min() < 0 or op.max() >= table.size or (table[op] < 0).any()):
+        raise ValueError("the replay file uses op codes its header does not name")
+    return table[op].astype(op.dtype) if op.size else op.copy()
+
+
+def _load_record(meta, prefix, arrays, table):
     cols = {name: arrays[f"{prefix}{name}"] for name in _COLS}
+    cols["OP"] = _remap(cols["OP"], table)
     r = Record(cols, arrays[f"{prefix}IAUX"], arrays[f"{prefix}V"].copy(), meta["ins"],
                meta["outs"], meta["out_shapes"], meta["out_tuple"],
                [(k, e, tuple(d), tuple(loc)) for k, e, d, loc in meta["guards"]], meta["grads"])
@@ -45,6 +77,7 @@ def state(traced):
               "static": [[p, repr(v)] for p, v in traced.static],
               "argnums": traced.argnums, "log": traced.log,
               "compile_after": traced.compile_after,
+              "ops": _op_names(list(traced.records) + list(traced.second)),
               "records": [_record_state(r, f"r{k}_", arrays) for k, r in enumerate(traced.records)],
               "second": [_record_state(r, f"s{k}_", arrays) for k, r in enumerate(traced.second)]}
     return header, arrays
@@ -55,7 +88,10 @@ def restore(traced, header, arrays):
         raise ValueError("not a tapegrad replay file")
     if header.get("version") != FORMAT_VERSION:
         raise ValueError(f"tapegrad replay file format version {header.get('version')} is not "
-                         f"supported by this tapegrad (it reads version {FORMAT_VERSION})")
+                         f"supported by this tapegrad (it reads version {FORMAT_VERSION}; "
+                         "version 1 files stored bare op codes, which later versions "
+                         "renumbered): record the function again")
+    table = _code_map(header["ops"])
     traced.fn = None
     traced.on_guard_failure = "error"
     traced.optimize = False
@@ -65,8 +101,10 @@ def restore(traced, header, arrays):
     traced.static = [(p, _literal(v)) for p, v in header["static"]]
     traced.argnums = header["argnums"]
     traced.log = list(header["log"])
-    traced.records = [_load_record(m, f"r{k}_", arrays) for k, m in enumerate(header["records"])]
-    traced.second = [_load_record(m, f"s{k}_", arrays) for k, m in enumerate(header["second"])]
+    traced.records = [_load_record(m, f"r{k}_", arrays, table)
+                      for k, m in enumerate(header["records"])]
+    traced.second = [_load_record(m, f"s{k}_", arrays, table)
+                     for k, m in enumerate(header["second"])]
 
 
 def _literal(text):

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 
 from ..autograd.graph import AccumulateGrad
-from ..ops.table import OPS
+from ..ops.table import BY_CODE
 from ..tensor import Tensor
 
 _STYLE = ('node [shape=box, style=filled, fillcolor=lightgray, fontname=monospace, '
@@ -123,7 +123,7 @@ def _saved(node, show_attrs):
     if group is not None:
         return [(f"saved_tensors[{k}]", v) for k, v in enumerate(group.ctx.saved_tensors)]
     out = []
-    for what in OPS[t.OP[node._i]].saves:
+    for what in BY_CODE[t.OP[node._i]].saves:
         try:
             out.append((what, getattr(node, f"_saved_{what}")))
         except RuntimeError:                 # freed by a backward without retain_graph

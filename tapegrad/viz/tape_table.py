@@ -11,7 +11,7 @@ import html
 import numpy as np
 
 from .. import dtypes
-from ..ops.table import CODE, OPS
+from ..ops.table import BY_CODE, CODE
 from ..tape import HIDDEN, LOCATIONS
 
 COLUMNS = ("index", "op", "node", "inputs", "output", "shape", "dtype", "value", "source")
@@ -22,7 +22,7 @@ _FLOATS = [d for d in dtypes.ALL if d.is_floating_point]
 def node_name(t, i):
     """What PyTorch calls entry i's node: a Backward name, AccumulateGrad for a leaf."""
     from ..autograd.graph import node_of
-    op = OPS[t.OP[i]]
+    op = BY_CODE[t.OP[i]]
     if op.kind == "source":
         return {"leaf": "AccumulateGrad", "const": "", "external": "(other tape)"}[op.name]
     if t.FLAGS[i] & HIDDEN:
@@ -39,7 +39,7 @@ def inputs(t, i):
 def operands(t, i):
     """Entry i's operands in order: buffer indices (int) and Python-number constants
     (float), so ``x * 3`` shows as ``[0, 3.0]``."""
-    op = OPS[t.OP[i]]
+    op = BY_CODE[t.OP[i]]
     if op.kind == "ew" and op.arity == 2:
         a, b, c = int(t.A[i]), int(t.B[i]), float(t.C[i])
         return [a if a >= 0 else c, b if b >= 0 else c]
@@ -72,7 +72,7 @@ def _promoted(t, ins, known):
     stand_ins = []
     for j in ins:
         k = j
-        while t.FLAGS[k] & HIDDEN and OPS[t.OP[k]].name == "expand":
+        while t.FLAGS[k] & HIDDEN and BY_CODE[t.OP[k]].name == "expand":
             k = inputs(t, k)[0]
         stand_ins.append(_leaf(_norm(np.zeros((1,) * len(t.shape(k)), known[j].np))))
     return result_dtype(*stand_ins)
@@ -98,7 +98,7 @@ def _entry_dtype(t, i, known):
     code = t.OP[i]
     if t.META[i] < 0:
         return dtypes.float64
-    if OPS[code].kind == "source":
+    if BY_CODE[code].kind == "source":
         return t.sources[i].dtype
     if code == _FUNCTION:
         return next(dtypes.from_np(d) for e, _, d, _ in t.functions[i].outputs if e == i)
@@ -139,7 +139,7 @@ def tape_rows(t, op=None, output=None, limit=None):
         keep = depends(t, output._i)
     picked = []
     for i in range(t.next):
-        if (op is None or OPS[t.OP[i]].name == op) and (keep is None or i in keep):
+        if (op is None or BY_CODE[t.OP[i]].name == op) and (keep is None or i in keep):
             picked.append(i)
             if limit is not None and len(picked) >= limit:
                 break
@@ -147,7 +147,7 @@ def tape_rows(t, op=None, output=None, limit=None):
     rows = []
     for i in picked:
         loc = t.locs.get(i)
-        rows.append({"index": i, "op": OPS[t.OP[i]].name, "node": node_name(t, i),
+        rows.append({"index": i, "op": BY_CODE[t.OP[i]].name, "node": node_name(t, i),
                      "inputs": operands(t, i), "output": i, "shape": t.shape(i),
                      "dtype": "?" if kinds[i] is None else kinds[i].name,
                      "value": preview(t, i),
@@ -160,7 +160,7 @@ def count(t, op=None, output=None):
     if op is None and output is None:
         return t.next
     keep = depends(t, output._i) if output is not None else range(t.next)
-    return sum(1 for i in keep if op is None or OPS[t.OP[i]].name == op)
+    return sum(1 for i in keep if op is None or BY_CODE[t.OP[i]].name == op)
 
 
 def cell(value):
