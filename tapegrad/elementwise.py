@@ -5,8 +5,12 @@ and the Tensor method/operator.  Two paths:
   * the scalar fast path: both operands are 0-d float64 (a Python float) or a Python
     number; the value is computed with ``math``/``operator`` and one tuple is staged
     on the tape;
-  * the general path: NumPy computes the value with PyTorch's type promotion, and
-    broadcast operands are recorded as hidden ``expand`` entries first.
+  * the array paths: the table's compiled rule, element by element (the block kernels
+    for large float64 arrays), with PyTorch's type promotion; broadcast operands are
+    recorded as hidden ``expand`` entries first.  Integer tensors of integer-closed ops
+    use the op's NumPy form.
+Every float path computes the table's one rule: where Python's ``math`` raises (0-d
+fast path), the compiled rule answers, so nan and inf come out as on arrays.
 """
 import math
 
@@ -15,6 +19,8 @@ import numpy as np
 from . import dtypes
 from .grad_mode import STATE
 from .kernels import fused
+from .kernels.forward import ew_array, ew_map
+from .kernels.generated import ew_fwd
 from .ops import scalar_math
 from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to
@@ -23,33 +29,14 @@ from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording
 from .tracing import traced_entry, traced_result
 
 _NUMBERS = (float, int, bool)
-# ops that keep an integer dtype on integer inputs; all others give floats
-_INT_CLOSED = {"add", "sub", "mul", "neg", "abs", "sign", "square", "maximum", "minimum",
-               "clamp", "pow"}
 
 
 def _py_rule(op):
-    """The op's scalar forward for the fast path: its ``py`` callable or its rule text."""
+    """The op's scalar forward for the fast path: its ``py`` builtin or its rule text."""
     if op.py is not None:
         return op.py
     args = "x" if op.arity == 1 else "x, y"
     return eval(f"lambda {args}: {op.fwd}", {"math": math, "sm": scalar_math})
-
-
-def _np_rule(op):
-    if op.np_fwd is not None:
-        return op.np_fwd
-    from .kernels.forward import ew_map
-    code = CODE[op.name]
-    if op.arity == 1:
-        return lambda x: ew_map(code, x)
-    return lambda x, y: ew_map(code, x, y)
-
-
-def _scalar_fallback(npf, *args):
-    """IEEE result (inf, nan) where Python's math raises."""
-    with np.errstate(all="ignore"):
-        return float(npf(*(np.float64(a) for a in args)))
 
 
 # -- type promotion ----------------------------------------------------------------------
@@ -113,15 +100,19 @@ def _general(op, x, y=None, c2=0.0):
             raise TypeError(f"{op.name}(): argument must be a Tensor or a number, "
                             f"not {type(v).__name__}")
     rd = result_dtype(*operands)
-    if not rd.is_floating_point and op.name not in _INT_CLOSED:
+    if not rd.is_floating_point and op.np_fwd is None:      # not integer-closed
         rd = dtypes.get_default_dtype()
     vals = [_value(v, rd.np) for v in operands]
     shapes = [np.shape(v) for v in vals if v.__class__ is not float and not isinstance(v, (int, bool))]
     out_shape = shapes[0] if len(shapes) == 1 else broadcast_shape(*shapes) if shapes else ()
     if op.name == "clamp":
-        r = np.minimum(np.maximum(vals[0], y), c2) if y is not None else np.minimum(vals[0], c2)
+        lo = -math.inf if y is None else y
+        r = op.np_fwd(vals[0], lo, c2) if not rd.is_floating_point else \
+            ew_map(CODE["clamp"], vals[0], lo, c2)
+    elif not rd.is_floating_point:
+        r = op.np_fwd(*vals)
     else:
-        r = _np_rule(op)(*vals)
+        r = ew_map(CODE[op.name], *vals)
     r = np.asarray(r, rd.np)
     if r.shape != tuple(out_shape):
         r = np.broadcast_to(r, out_shape).copy()
@@ -210,7 +201,7 @@ def _stage(code, x, sx, y, sy, c, r):
 
 
 def _make_unary(op):
-    code, py, npf = CODE[op.name], _py_rule(op), _np_rule(op)
+    code, py = CODE[op.name], _py_rule(op)
     saved = "self" in op.saves
 
     def unary(x):
@@ -219,12 +210,12 @@ def _make_unary(op):
             if d.__class__ is np.ndarray and d.dtype.kind == "f":
                 if _large(x, d):
                     return _large_result(code, x, None, 0.0, saved, False)
-                return _array_result(code, npf(d), x, None, 0.0, saved, False)
+                return _array_result(code, ew_array(code, d), x, None, 0.0, saved, False)
             return _general(op, x)
         try:
             r = py(d)
         except (ArithmeticError, ValueError):
-            r = _scalar_fallback(npf, d)
+            r = ew_fwd(code, d, 0.0, 0.0)
         if x._rg and STATE.grad:
             return _stage(code, x, saved, None, False, 0.0, r)
         return _leaf(r)
@@ -234,7 +225,7 @@ def _make_unary(op):
 
 
 def _make_binary(op):
-    code, py, npf = CODE[op.name], _py_rule(op), _np_rule(op)
+    code, py = CODE[op.name], _py_rule(op)
     sx, sy = "self" in op.saves, "other" in op.saves
 
     def binary(x, y):
@@ -251,11 +242,12 @@ def _make_binary(op):
                 if yd.__class__ is np.ndarray and yd.shape == xd.shape and yd.dtype == xd.dtype:
                     if _large(x, xd) and yd.flags.c_contiguous:
                         return _large_result(code, x, y, 0.0, sx, sy)
-                    return _array_result(code, npf(xd, yd), x, y, 0.0, sx, sy)
+                    return _array_result(code, ew_array(code, xd, yd), x, y, 0.0, sx, sy)
             elif yc is float or yc is int:
                 if _large(x, xd):
                     return _large_result(code, x, y, float(y), sx, sy)
-                return _array_result(code, npf(xd, y), x, y, float(y), sx, sy)
+                return _array_result(code, ew_array(code, xd, None, float(y)), x, y, float(y),
+                                     sx, sy)
             return _general(op, x, y)
         if yc is Tensor:
             yd = y._d
@@ -270,7 +262,7 @@ def _make_binary(op):
         try:
             r = py(xd, yd)
         except (ArithmeticError, ValueError):
-            r = _scalar_fallback(npf, xd, yd)
+            r = ew_fwd(code, xd, yd, 0.0)
         if rg and STATE.grad:
             if yc is Tensor:
                 return _stage(code, x, sx, y, sy, 0.0, r)
@@ -290,7 +282,7 @@ def _rbinary(op, x, y):
 
 def _make_rbinary(op):
     """``c op y`` for a Python number ``c``: recorded with the constant on the left."""
-    code, py, npf = CODE[op.name], _py_rule(op), _np_rule(op)
+    code, py = CODE[op.name], _py_rule(op)
     sy = "other" in op.saves
 
     def rbinary(y, c):
@@ -302,7 +294,7 @@ def _make_rbinary(op):
         try:
             r = py(c, yd)
         except (ArithmeticError, ValueError):
-            r = _scalar_fallback(npf, c, yd)
+            r = ew_fwd(code, c, yd, 0.0)
         if y._rg and STATE.grad:
             return _stage(code, None, False, y, sy, c, r)
         return _leaf(r)

@@ -2,10 +2,9 @@
 
 With ``create_graph=True`` the reverse sweep must emit its adjoint computation as tape
 entries, so that the gradient is itself differentiable.  The elementwise rules are the
-op table's own reverse expressions, evaluated on tensors instead of floats: ``math``
-and ``sm`` (``tapegrad.ops.scalar_math``) are replaced by the tensor forms below, which
-keep each helper's meaning (and PyTorch's choices at non-differentiable points: masks
-such as relu's step are constants).  The structural kinds apply the transpose of their
+op table's own reverse expressions and helpers, walked on tensors (``_TensorRules``):
+no tensor copy of any helper is kept here.  Masks such as relu's step come out as
+``where`` of constants (no gradient).  The structural kinds apply the transpose of their
 linear map with gathers, sums and matrix products.
 
 Each rule takes ``(i, g, h)``: the entry, the tensor adjoint of its result and ``h``,
@@ -13,17 +12,15 @@ a reader of the tape (columns, shapes, extras, values of the entries recorded be
 the walk) whose ``h(j)`` is the tensor that stands for buffer ``j`` (connected to its
 history).  It returns ``[(buffer, contribution), ...]``.
 """
-import math
+import ast
+import operator
 
 import numpy as np
 
-from ..ops.table import BY_CODE, kind_range
+from ..kernels.generated import ew_fwd
+from ..ops.rules import RuleError, Walker
+from ..ops.table import BY_CODE, BY_NAME, CODE, kind_range
 from ..tape import CONST
-
-
-def _vals(v):
-    """The value of a tensor or a Python number, as a float64 array."""
-    return np.asarray(v._arr if hasattr(v, "_arr") else v, np.float64)
 
 
 def _const(a):
@@ -37,85 +34,73 @@ def _is_tensor(v):
     return hasattr(v, "_arr")
 
 
-class TensorScalarMath:
-    """``scalar_math``'s helpers on tensors (or Python numbers), differentiable where
-    the helper is."""
+class _TensorRules(Walker):
+    """The table's rules on tensors: ``ops.rules.Walker`` over tapegrad's own ops, so
+    that the adjoint is recorded and differentiable.  A Python number (a constant
+    operand) stays a number until it meets a tensor; ``if`` on a tensor condition is a
+    ``where`` (comparisons of traced tensors are recorded, so a replay recomputes them);
+    a math function or a helper named like a table op is that op (its derivative is the
+    op's own rule: no formula whose unselected side could overflow)."""
 
-    @staticmethod
-    def pow_dx(x, y):
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def const(self, v):
+        return v
+
+    def neg(self, a):
+        return -a
+
+    def arith(self, op, a, b):
+        return _ARITH[op](a, b)
+
+    def compare(self, op, a, b):
+        return _COMPARE[op](a, b)
+
+    def logic(self, op, a, b):
+        if _is_tensor(a) or _is_tensor(b):
+            raise RuleError("a tensor condition combined outside an if")
+        return (a and b) if op == "and" else (a or b)
+
+    def branch(self, test, env, then, other):
+        if isinstance(test, ast.BoolOp):         # a and b: if a: (if b: then) ...
+            first, rest = test.values[0], test.values[1:]
+            inner = rest[0] if len(rest) == 1 else ast.BoolOp(test.op, list(rest))
+            if isinstance(test.op, ast.And):
+                return self.branch(first, env, lambda: self.branch(inner, env, then, other),
+                                   other)
+            return self.branch(first, env, then, lambda: self.branch(inner, env, then, other))
+        c = self.node(test, env)
+        if not _is_tensor(c):
+            return then() if c else other()
+        return self.select(c, then(), other())
+
+    def select(self, c, a, b):
         import tapegrad as tg
-        if not _is_tensor(y):
-            return 0.0 if y == 0.0 else y * x ** (y - 1.0)
-        return tg.where(_vals(y) == 0.0, 0.0, y * x ** (y - 1.0))
+        if not _is_tensor(a) and not _is_tensor(b):
+            a = tg.tensor(a, dtype=self.dtype)
+        return tg.where(c, a, b)
 
-    @staticmethod
-    def pow_dy(x, r):
+    def _op(self, name, args):
         import tapegrad as tg
-        if not _is_tensor(x):
-            return 0.0 * r if x == 0.0 else r * math.log(x)
-        return tg.where((_vals(x) == 0.0) & (_vals(r) >= 0.0), 0.0, r * tg.log(x))
+        if any(_is_tensor(v) for v in args):
+            return getattr(tg, name)(*args)
+        return ew_fwd(CODE[name], float(args[0]), float(args[-1]), 0.0)  # the compiled rule
 
-    @staticmethod
-    def max_share(x, y):
-        xv, yv = _vals(x), _vals(y)
-        return _const(np.where(xv > yv, 1.0, np.where(xv == yv, 0.5, 0.0)))
+    def math(self, name, args):
+        return self._op(name, args)
 
-    @staticmethod
-    def step(r):
-        return _const((_vals(r) > 0.0).astype(np.float64))
-
-    @staticmethod
-    def sign(x):
-        return _const(np.sign(_vals(x)))
-
-    @staticmethod
-    def in_range(x, lo, hi):
-        xv = _vals(x)
-        return _const(((xv >= lo) & (xv <= hi)).astype(np.float64))
-
-    @staticmethod
-    def softplus_grad(x):
-        import tapegrad as tg
-        return tg.where(_vals(x) > 20.0, 1.0, tg.sigmoid(x))
-
-    @staticmethod
-    def erf_grad(x):
-        import tapegrad as tg
-        return 1.1283791670955126 * tg.exp(-x * x)
-
-    @staticmethod
-    def sigmoid(x):
-        import tapegrad as tg
-        return tg.sigmoid(x)
+    def helper(self, name, args):
+        op = BY_NAME.get(name)
+        if op is not None and op.kind == "ew" and op.arity == len(args):
+            return self._op(name, args)
+        return super().helper(name, args)
 
 
-class TensorMath:
-    """``math`` on tensors, for the rules that call it."""
-
-    @staticmethod
-    def cos(x):
-        import tapegrad as tg
-        return tg.cos(x) if _is_tensor(x) else math.cos(x)
-
-    @staticmethod
-    def sin(x):
-        import tapegrad as tg
-        return tg.sin(x) if _is_tensor(x) else math.sin(x)
-
-    @staticmethod
-    def exp(x):
-        import tapegrad as tg
-        return tg.exp(x) if _is_tensor(x) else math.exp(x)
-
-
-def _compile(expr):
-    if not expr:
-        return None
-    return eval(f"lambda x, y, r, g, c2: {expr}",  # noqa: S307 (the op table's own text)
-                {"math": TensorMath, "sm": TensorScalarMath})
-
-
-EW_RULES = {op.code: (_compile(op.gx), _compile(op.gy)) for op in BY_CODE if op and op.kind == "ew"}
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+          "**": operator.pow}
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+            "==": operator.eq, "!=": operator.ne}
 
 
 def _wants(h, j):
@@ -128,12 +113,14 @@ def elementwise(i, g, h):
     x = h(a) if a >= 0 else c
     y = h(b) if b >= 0 else c
     r = h(i)
-    fx, fy = EW_RULES[h.OP[i]]
+    op = BY_CODE[h.OP[i]]
+    env = {"x": x, "y": y, "r": r, "g": g, "c2": c2}
+    rules = _TensorRules(g.dtype)
     out = []
     if _wants(h, a):
-        out.append((a, fx(x, y, r, g, c2)))
-    if fy is not None and _wants(h, b):
-        out.append((b, fy(x, y, r, g, c2)))
+        out.append((a, rules.expr(op.gx, env)))
+    if op.gy and _wants(h, b):
+        out.append((b, rules.expr(op.gy, env)))
     return out
 
 

@@ -1,14 +1,38 @@
-"""Compiled forward rules: elementwise maps for ops that NumPy has no ufunc for."""
+"""Compiled forward rules over arrays: the op table's elementwise rule, element by
+element (the same libm calls as the Python scalar path and the compiled sweeps, so a
+small array's values are those of its elements as 0-d tensors, bit for bit)."""
 import numpy as np
 from numba import njit
 
 from .generated import ew_fwd
 
+_JIT = dict(cache=True, error_model="numpy")
 
-@njit(cache=True, error_model="numpy")
+
+@njit(**_JIT)
 def _map(op, x, y, c2, out):
     for k in range(out.shape[0]):
         out[k] = ew_fwd(op, x[k], y[k], c2)
+
+
+@njit(**_JIT)
+def _map_const(op, x, c, c2, out):
+    for k in range(out.shape[0]):
+        out[k] = ew_fwd(op, x[k], c, c2)
+
+
+def ew_array(op, x, y=None, c=0.0):
+    """Elementwise op ``op`` on a float array ``x`` and ``y`` (an array of x's shape and
+    dtype) or, ``y`` None, the constant ``c``: a new array of x's shape and dtype."""
+    dt = x.dtype
+    xf = np.ascontiguousarray(x, np.float64).reshape(-1)
+    out = np.empty(xf.size)
+    if y is None:
+        _map_const(op, xf, c, 0.0, out)
+    else:
+        _map(op, xf, np.ascontiguousarray(y, np.float64).reshape(-1), 0.0, out)
+    out = out.reshape(x.shape)
+    return out if dt == np.float64 else out.astype(dt)
 
 
 def ew_map(op, x, y=0.0, c2=0.0):

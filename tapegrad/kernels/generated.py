@@ -6,23 +6,120 @@ import math
 
 from numba import njit
 
-from tapegrad.ops import scalar_math as _sm
-
 _JIT = dict(cache=True, error_model="numpy")
 
-sm_clamp = njit(**_JIT)(_sm.clamp)
-sm_erf_grad = njit(**_JIT)(_sm.erf_grad)
-sm_in_range = njit(**_JIT)(_sm.in_range)
-sm_max_share = njit(**_JIT)(_sm.max_share)
-sm_pow_dx = njit(**_JIT)(_sm.pow_dx)
-sm_pow_dy = njit(**_JIT)(_sm.pow_dy)
-sm_relu = njit(**_JIT)(_sm.relu)
-sm_rpow = njit(**_JIT)(_sm.rpow)
-sm_sigmoid = njit(**_JIT)(_sm.sigmoid)
-sm_sign = njit(**_JIT)(_sm.sign)
-sm_softplus = njit(**_JIT)(_sm.softplus)
-sm_softplus_grad = njit(**_JIT)(_sm.softplus_grad)
-sm_step = njit(**_JIT)(_sm.step)
+@njit(**_JIT)
+def sm_clamp(x, lo, hi):
+    """minimum(maximum(x, lo), hi): NaN propagates, the first on a tie."""
+    if x != x:
+        return x
+    if x >= lo:
+        if x <= hi:
+            return x
+        return hi
+    if lo != lo or lo <= hi:
+        return lo
+    return hi
+
+
+@njit(**_JIT)
+def sm_erf_grad(x):
+    return 1.1283791670955126 * math.exp(-x * x)
+
+
+@njit(**_JIT)
+def sm_in_range(x, lo, hi):
+    return 1.0 if x >= lo and x <= hi else 0.0
+
+
+@njit(**_JIT)
+def sm_max_share(x, y):
+    """Share of the gradient of maximum(x, y) that goes to x: half on a tie, none when
+    x < y, all otherwise (nan included: PyTorch masks only where x < y)."""
+    if x == y:
+        return 0.5
+    if x < y:
+        return 0.0
+    return 1.0
+
+
+@njit(**_JIT)
+def sm_maximum(x, y):
+    """The larger, nan if either is nan, the first on a tie."""
+    if x != x or x >= y:
+        return x
+    return y
+
+
+@njit(**_JIT)
+def sm_minimum(x, y):
+    """The smaller, nan if either is nan, the first on a tie."""
+    if x != x or x <= y:
+        return x
+    return y
+
+
+@njit(**_JIT)
+def sm_pow_dx(x, y):
+    if y == 0.0:
+        return 0.0
+    return y * x ** (y - 1.0)
+
+
+@njit(**_JIT)
+def sm_pow_dy(x, y, r):
+    if x == 0.0 and y >= 0.0:
+        return 0.0
+    return r * math.log(x)
+
+
+@njit(**_JIT)
+def sm_relu(x):
+    """0 below 0, else x (relu(-0.0) is -0.0 and relu(nan) nan, as PyTorch)."""
+    if x < 0.0:
+        return 0.0
+    return x
+
+
+@njit(**_JIT)
+def sm_sigmoid(x):
+    if x >= 0.0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@njit(**_JIT)
+def sm_sign(x):
+    if x > 0.0:
+        return 1.0
+    if x < 0.0:
+        return -1.0
+    return 0.0
+
+
+@njit(**_JIT)
+def sm_softplus(x):
+    if x > 20.0:
+        return x
+    return math.log1p(math.exp(x))
+
+
+@njit(**_JIT)
+def sm_softplus_grad(x):
+    if x > 20.0:
+        return 1.0
+    return sm_sigmoid(x)
+
+
+@njit(**_JIT)
+def sm_step(r):
+    """relu's derivative from its result: 0 where r <= 0, else 1 (1 at nan: PyTorch's
+    threshold_backward passes the gradient unless the result is <= 0)."""
+    if r <= 0.0:
+        return 0.0
+    return 1.0
+
 
 OP_ADD = 0
 OP_SUB = 1
@@ -128,11 +225,11 @@ def ew_fwd(op, x, y, c2):
     elif op == 3:  # div
         return x / y
     elif op == 4:  # pow
-        return sm_rpow(x, y)
+        return x ** y
     elif op == 5:  # maximum
-        return max(x, y)
+        return sm_maximum(x, y)
     elif op == 6:  # minimum
-        return min(x, y)
+        return sm_minimum(x, y)
     elif op == 7:  # neg
         return -x
     elif op == 8:  # exp
@@ -188,7 +285,7 @@ def ew_grad(op, x, y, r, g, c2):
     elif op == 3:  # div
         return g / y, -g * x / (y * y)
     elif op == 4:  # pow
-        return g * sm_pow_dx(x, y), g * sm_pow_dy(x, r)
+        return g * sm_pow_dx(x, y), g * sm_pow_dy(x, y, r)
     elif op == 5:  # maximum
         return g * sm_max_share(x, y), g * sm_max_share(y, x)
     elif op == 6:  # minimum

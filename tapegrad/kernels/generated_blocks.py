@@ -11,7 +11,7 @@ import math
 
 from numba import njit
 
-from .generated import sm_clamp, sm_erf_grad, sm_in_range, sm_max_share, sm_pow_dx, sm_pow_dy, sm_relu, sm_rpow, sm_sigmoid, sm_sign, sm_softplus, sm_softplus_grad, sm_step
+from .generated import sm_clamp, sm_erf_grad, sm_in_range, sm_max_share, sm_maximum, sm_minimum, sm_pow_dx, sm_pow_dy, sm_relu, sm_sigmoid, sm_sign, sm_softplus, sm_softplus_grad, sm_step
 from .vmath import LANES, lanes_exp, lanes_log, lanes_log1p, lanes_expm1, lanes_sin, lanes_cos, lanes_tan, lanes_tanh, lanes_erf
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -155,17 +155,17 @@ def ew_fwd_block(op, X, xo, Y, yo, V, ro, c2, n, T):
         for k in range(n):
             x = X[k]
             y = Y[k]
-            R[k] = sm_rpow(x, y)
+            R[k] = x ** y
     elif op == 5:  # maximum
         for k in range(n):
             x = X[k]
             y = Y[k]
-            R[k] = max(x, y)
+            R[k] = sm_maximum(x, y)
     elif op == 6:  # minimum
         for k in range(n):
             x = X[k]
             y = Y[k]
-            R[k] = min(x, y)
+            R[k] = sm_minimum(x, y)
     elif op == 7:  # neg
         for k in range(n):
             x = X[k]
@@ -330,7 +330,7 @@ def ew_rev_block(op, X, xo, Y, yo, V, G, ro, GX, gxo, GY, gyo, c2, n, T):
             r = R[k]
             g = GR[k]
             GX[k] += g * sm_pow_dx(x, y)
-            GY[k] += g * sm_pow_dy(x, r)
+            GY[k] += g * sm_pow_dy(x, y, r)
     elif op == 5:  # maximum
         for k in range(n):
             x = X[k]

@@ -1,9 +1,14 @@
 """Scalar helpers used by the op table's rule expressions.
 
 Plain Python on floats, so the same text runs eagerly in Python and, wrapped by
-``numba.njit`` in ``tapegrad.kernels.generated``, inside the compiled sweeps.
-The helpers never call one another (each is compiled on its own).
+``numba.njit`` in ``tapegrad.kernels.generated``, inside the compiled sweeps; the LLVM
+lowering and ``create_graph``'s tensor rules walk the same source (``ops.rules``).
+Helpers may call one another by their bare names; a helper named like a table op
+(``sigmoid``) stands for that op in the tensor rules, so it must compute the op.
 Non-differentiable points follow PyTorch: relu'(0) = 0, abs'(0) = 0, sign' = 0.
+NaN, inf and signed zeros follow PyTorch too (``tests/test_cross_path.py`` holds every
+op to it on every path): maximum and minimum propagate NaN, relu(nan) is nan, sign(nan)
+is 0.
 """
 import math
 
@@ -25,14 +30,14 @@ def softplus(x):
 def softplus_grad(x):
     if x > 20.0:
         return 1.0
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
+    return sigmoid(x)
 
 
 def relu(x):
-    return x if x > 0.0 else 0.0
+    """0 below 0, else x (relu(-0.0) is -0.0 and relu(nan) nan, as PyTorch)."""
+    if x < 0.0:
+        return 0.0
+    return x
 
 
 def sign(x):
@@ -40,12 +45,29 @@ def sign(x):
         return 1.0
     if x < 0.0:
         return -1.0
-    return x * 0.0  # keeps nan as nan, 0 as 0
+    return 0.0      # 0 for +-0 and for nan, as PyTorch
 
 
-def step(x):
-    """1 where x > 0 else 0: relu's derivative (0 at 0, as PyTorch)."""
-    return 1.0 if x > 0.0 else 0.0
+def step(r):
+    """relu's derivative from its result: 0 where r <= 0, else 1 (1 at nan: PyTorch's
+    threshold_backward passes the gradient unless the result is <= 0)."""
+    if r <= 0.0:
+        return 0.0
+    return 1.0
+
+
+def maximum(x, y):
+    """The larger, nan if either is nan, the first on a tie."""
+    if x != x or x >= y:
+        return x
+    return y
+
+
+def minimum(x, y):
+    """The smaller, nan if either is nan, the first on a tie."""
+    if x != x or x <= y:
+        return x
+    return y
 
 
 def pow_dx(x, y):
@@ -55,30 +77,21 @@ def pow_dx(x, y):
     return y * x ** (y - 1.0)
 
 
-def pow_dy(x, r):
-    # d/dy x**y = x**y * log(x); PyTorch masks base == 0 (with r >= 0) to 0.
-    if x == 0.0 and r >= 0.0:
+def pow_dy(x, y, r):
+    # d/dy x**y = x**y * log(x); PyTorch masks base == 0 with exponent >= 0 to 0.
+    if x == 0.0 and y >= 0.0:
         return 0.0
     return r * math.log(x)
 
 
-def rpow(x, y):
-    """x ** y with Python's float semantics but no exceptions (nan for a
-    negative base with a fractional exponent, inf for 0 ** negative), as NumPy."""
-    if x == 0.0 and y < 0.0:
-        return math.inf
-    if x < 0.0 and y != math.floor(y):
-        return math.nan
-    return x ** y
-
-
 def max_share(x, y):
-    """Share of the gradient of maximum(x, y) that goes to x: PyTorch splits ties."""
-    if x > y:
-        return 1.0
+    """Share of the gradient of maximum(x, y) that goes to x: half on a tie, none when
+    x < y, all otherwise (nan included: PyTorch masks only where x < y)."""
     if x == y:
         return 0.5
-    return 0.0
+    if x < y:
+        return 0.0
+    return 1.0
 
 
 def erf_grad(x):
@@ -86,7 +99,16 @@ def erf_grad(x):
 
 
 def clamp(x, lo, hi):
-    return min(max(x, lo), hi)
+    """minimum(maximum(x, lo), hi): NaN propagates, the first on a tie."""
+    if x != x:
+        return x
+    if x >= lo:
+        if x <= hi:
+            return x
+        return hi
+    if lo != lo or lo <= hi:
+        return lo
+    return hi
 
 
 def in_range(x, lo, hi):

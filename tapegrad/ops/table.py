@@ -55,24 +55,16 @@ class Op:
     gx: str = ""              # ew: adjoint of x in x, y, r, g (c2)
     gy: str = ""              # ew: adjoint of y
     saves: tuple = ()         # saved values shown on the Node: 'self', 'other', 'result'
-    py: object = None         # ew: fast scalar forward (may raise: falls back to numpy)
-    np_fwd: object = None     # ew: NumPy forward on arrays
+    py: object = None         # ew: a builtin equal to fwd on floats, for speed (may raise:
+                              # the compiled rule answers then); default: fwd itself
+    np_fwd: object = None     # ew: the op on integer tensors (given: it is integer-closed);
+                              # compare: the NumPy comparison (bool results)
     node_rconst: str = ""     # Node name when the right operand is a Python scalar
     node_lconst: str = ""     # Node name when the left operand is a Python scalar
     domain: tuple = (-2.0, 2.0)    # test inputs for x
     domain_y: tuple = (-2.0, 2.0)  # test inputs for y
     commutes: bool = False    # a Python scalar on the left may be swapped to the right
     const_edge: bool = True   # a Python scalar operand shows as a (None, 0) next function
-
-
-def _sigmoid(x):
-    # 1 / (1 + exp(-x)) without overflow: exp(-log(1 + exp(-x)))
-    return np.exp(-np.logaddexp(0, -x))
-
-
-def _softplus(x):
-    # PyTorch's threshold: linear above 20
-    return np.where(x > 20.0, x, np.logaddexp(0, x))
 
 
 E = "ew"
@@ -87,54 +79,51 @@ OPS = (
     Op(2, "mul", E, 2, "MulBackward0", "x * y", "g * y", "g * x", ("self", "other"),
        py=operator.mul, np_fwd=np.multiply, commutes=True),
     Op(3, "div", E, 2, "DivBackward0", "x / y", "g / y", "-g * x / (y * y)", ("self", "other"),
-       py=operator.truediv, np_fwd=np.true_divide, domain_y=_POS),
-    Op(4, "pow", E, 2, "PowBackward1", "sm.rpow(x, y)", "g * sm.pow_dx(x, y)", "g * sm.pow_dy(x, r)",
-       ("self", "other", "result"), py=math.pow, np_fwd=np.power, node_rconst="PowBackward0",
-       node_lconst="PowBackward2", const_edge=False,
-       domain=_POS),
-    Op(5, "maximum", E, 2, "MaximumBackward0", "max(x, y)", "g * sm.max_share(x, y)",
-       "g * sm.max_share(y, x)", ("self", "other"), py=max, np_fwd=np.maximum, commutes=True),
-    Op(6, "minimum", E, 2, "MinimumBackward0", "min(x, y)", "g * sm.max_share(y, x)",
-       "g * sm.max_share(x, y)", ("self", "other"), py=min, np_fwd=np.minimum, commutes=True),
+       py=operator.truediv, domain_y=_POS),
+    Op(4, "pow", E, 2, "PowBackward1", "x ** y", "g * sm.pow_dx(x, y)",
+       "g * sm.pow_dy(x, y, r)", ("self", "other", "result"), py=math.pow, np_fwd=np.power,
+       node_rconst="PowBackward0", node_lconst="PowBackward2", const_edge=False, domain=_POS),
+    Op(5, "maximum", E, 2, "MaximumBackward0", "sm.maximum(x, y)", "g * sm.max_share(x, y)",
+       "g * sm.max_share(y, x)", ("self", "other"), np_fwd=np.maximum, commutes=True),
+    Op(6, "minimum", E, 2, "MinimumBackward0", "sm.minimum(x, y)", "g * sm.max_share(y, x)",
+       "g * sm.max_share(x, y)", ("self", "other"), np_fwd=np.minimum, commutes=True),
     # ---- elementwise unary --------------------------------------------------------
     Op(7, "neg", E, 1, "NegBackward0", "-x", "-g", py=operator.neg, np_fwd=np.negative),
-    Op(8, "exp", E, 1, "ExpBackward0", "math.exp(x)", "g * r", saves=("result",), py=math.exp,
-       np_fwd=np.exp),
+    Op(8, "exp", E, 1, "ExpBackward0", "math.exp(x)", "g * r", saves=("result",), py=math.exp),
     Op(9, "log", E, 1, "LogBackward0", "math.log(x)", "g / x", saves=("self",), py=math.log,
-       np_fwd=np.log, domain=_POS),
+       domain=_POS),
     Op(10, "log1p", E, 1, "Log1PBackward0", "math.log1p(x)", "g / (1.0 + x)", saves=("self",),
-       py=math.log1p, np_fwd=np.log1p, domain=(-0.5, 2.0)),
+       py=math.log1p, domain=(-0.5, 2.0)),
     Op(11, "expm1", E, 1, "Expm1Backward0", "math.expm1(x)", "g * (r + 1.0)", saves=("result",),
-       py=math.expm1, np_fwd=np.expm1),
+       py=math.expm1),
     Op(12, "sqrt", E, 1, "SqrtBackward0", "math.sqrt(x)", "g / (2.0 * r)", saves=("result",),
-       py=math.sqrt, np_fwd=np.sqrt, domain=_POS),
+       py=math.sqrt, domain=_POS),
     Op(13, "rsqrt", E, 1, "RsqrtBackward0", "1.0 / math.sqrt(x)", "-0.5 * g * r * r * r",
-       saves=("result",), np_fwd=lambda x: 1.0 / np.sqrt(x), domain=_POS),
+       saves=("result",), domain=_POS),
     Op(14, "sin", E, 1, "SinBackward0", "math.sin(x)", "g * math.cos(x)", saves=("self",),
-       py=math.sin, np_fwd=np.sin),
+       py=math.sin),
     Op(15, "cos", E, 1, "CosBackward0", "math.cos(x)", "-g * math.sin(x)", saves=("self",),
-       py=math.cos, np_fwd=np.cos),
+       py=math.cos),
     Op(16, "tan", E, 1, "TanBackward0", "math.tan(x)", "g * (1.0 + r * r)", saves=("result",),
-       py=math.tan, np_fwd=np.tan, domain=(-1.2, 1.2)),
+       py=math.tan, domain=(-1.2, 1.2)),
     Op(17, "tanh", E, 1, "TanhBackward0", "math.tanh(x)", "g * (1.0 - r * r)", saves=("result",),
-       py=math.tanh, np_fwd=np.tanh),
+       py=math.tanh),
     Op(18, "sigmoid", E, 1, "SigmoidBackward0", "sm.sigmoid(x)", "g * r * (1.0 - r)",
-       saves=("result",), py=sm.sigmoid, np_fwd=_sigmoid),
-    Op(19, "relu", E, 1, "ReluBackward0", "sm.relu(x)", "g * sm.step(r)", saves=("result",),
-       py=sm.relu, np_fwd=lambda x: np.maximum(x, 0)),
+       saves=("result",)),
+    Op(19, "relu", E, 1, "ReluBackward0", "sm.relu(x)", "g * sm.step(r)", saves=("result",)),
     Op(20, "abs", E, 1, "AbsBackward0", "abs(x)", "g * sm.sign(x)", saves=("self",), py=abs,
        np_fwd=np.abs),
-    Op(21, "sign", E, 1, "SignBackward0", "sm.sign(x)", "0.0 * g", py=sm.sign, np_fwd=np.sign),
+    Op(21, "sign", E, 1, "SignBackward0", "sm.sign(x)", "0.0 * g", np_fwd=np.sign),
     Op(22, "square", E, 1, "PowBackward0", "x * x", "2.0 * g * x", saves=("self",),
        np_fwd=np.square),
     Op(23, "reciprocal", E, 1, "ReciprocalBackward0", "1.0 / x", "-g * r * r", saves=("result",),
-       np_fwd=np.reciprocal, domain=_POS),
+       domain=_POS),
     Op(24, "softplus", E, 1, "SoftplusBackward0", "sm.softplus(x)", "g * sm.softplus_grad(x)",
-       saves=("self",), py=sm.softplus, np_fwd=_softplus, domain=(-25.0, 25.0)),
+       saves=("self",), domain=(-25.0, 25.0)),
     Op(25, "erf", E, 1, "ErfBackward0", "math.erf(x)", "g * sm.erf_grad(x)", saves=("self",),
        py=math.erf),
     Op(26, "clamp", E, 1, "ClampBackward1", "sm.clamp(x, y, c2)", "g * sm.in_range(x, y, c2)",
-       saves=("self",)),
+       saves=("self",), np_fwd=np.clip),
     # ---- entries with no inputs ---------------------------------------------------
     Op(256, "leaf", "source", 0, "AccumulateGrad"),
     Op(257, "const", "source", 0, ""),

@@ -6,36 +6,34 @@ into its elements, the forward sweep becomes straight-line code, then the guards
 returns 0 at the first that fails), then the reverse sweep, with the adjoints in
 registers, added in the interpreter's order.  Every kind but custom Functions lowers.
 
-The op rules come from the op table: its forward and reverse expressions are compiled
-from their Python syntax, ``math`` calls become LLVM intrinsics or libm calls, and the
-``scalar_math`` helpers are compiled from their source (their ``if ...: return`` bodies
-become selects) into functions that LLVM inlines.  A compiled tape computes what the interpreted replay
-computes, bit for bit.
+The op rules come from the op table, walked by ``ops.rules.Walker``: ``math`` calls
+become LLVM intrinsics or libm calls, and the ``scalar_math`` helpers are compiled from
+their source (their ``if ...: return`` bodies become selects) into functions that LLVM
+inlines.  A compiled tape computes what the interpreted replay computes, bit for bit.
 
 Compile time is what limits this tier, so the IR is written as text (no IR objects),
 only the inliner runs, and code generation is LLVM's fast path on blocks of bounded
 length: all linear in the tape's length.
 """
-import ast
 import ctypes
-import functools
-import inspect
 import math
 import struct
 
 import llvmlite.binding as llvm
 import numpy as np
 
-from ..ops import scalar_math
+from ..ops.rules import Walker, helper_def
 from ..autograd.adjoint_rules import _offsets
 from ..ops.table import BY_CODE, CODE
 from ..tracing import G_EQUAL, G_TRUTH
 
 _CONST = CODE["const"]
-_INTRINSICS = {"exp", "log", "sin", "cos", "sqrt", "floor", "fabs", "pow"}
-_LIBM = {"tanh", "tan", "log1p", "expm1", "erf"}
-_CMP = {ast.Lt: "olt", ast.LtE: "ole", ast.Gt: "ogt", ast.GtE: "oge", ast.Eq: "oeq",
-        ast.NotEq: "une"}   # Python: comparisons with NaN are False, except != (True)
+# rules.MATH (and abs, **) as LLVM intrinsics; the others are libm calls of their name
+_INTRINSICS = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "sqrt": "sqrt",
+               "abs": "fabs", "pow": "pow"}
+_ARITH = {"+": "fadd", "-": "fsub", "*": "fmul", "/": "fdiv"}
+_CMP = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq",
+        "!=": "une"}   # Python: comparisons with NaN are False, except != (True)
 BLOCK = 64                  # entries per basic block
 
 
@@ -49,13 +47,10 @@ def const(v):
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
 
 
-@functools.lru_cache(maxsize=None)
-def _parse(text):
-    return ast.parse(text, mode="eval").body
-
-
-class Emitter:
-    """Writes IR text for the op table's expressions into ``lines``."""
+class Emitter(Walker):
+    """Writes IR text for the op table's rules into ``lines``: ``ops.rules.Walker`` over
+    an algebra of IR registers.  Math functions are LLVM intrinsics or libm calls (the
+    same libm the interpreter calls); a helper becomes an internal function LLVM inlines."""
 
     def __init__(self):
         self.lines = []
@@ -73,97 +68,48 @@ class Emitter:
         self.n += 1
         return f"L{self.n}"
 
-    def emit(self, text, env):
-        return self._node(_parse(text), env)
-
     def _call(self, fname, args):
         return self.tmp(f"call double @{fname}(" + ", ".join(f"double {a}" for a in args) + ")")
 
-    def _node(self, node, env):
-        if isinstance(node, ast.Name):
-            return env[node.id]
-        if isinstance(node, ast.Constant):
-            return const(node.value)
-        if isinstance(node, ast.Attribute) and node.value.id == "math":
-            return const(getattr(math, node.attr))
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return self.tmp(f"fneg double {self._node(node.operand, env)}")
-        if isinstance(node, ast.BinOp):
-            x, y = self._node(node.left, env), self._node(node.right, env)
-            if isinstance(node.op, ast.Pow):
-                return self._math("pow", [x, y])
-            op = {ast.Add: "fadd", ast.Sub: "fsub", ast.Mult: "fmul", ast.Div: "fdiv"}
-            return self.tmp(f"{op[type(node.op)]} double {x}, {y}")
-        if isinstance(node, ast.Compare):
-            (op,), (right,) = node.ops, node.comparators
-            x, y = self._node(node.left, env), self._node(right, env)
-            return self.tmp(f"fcmp {_CMP[type(op)]} double {x}, {y}")
-        if isinstance(node, ast.BoolOp):
-            vals = [self._node(v, env) for v in node.values]
-            op = "and" if isinstance(node.op, ast.And) else "or"
-            out = vals[0]
-            for v in vals[1:]:
-                out = self.tmp(f"{op} i1 {out}, {v}")
-            return out
-        if isinstance(node, ast.IfExp):
-            c = self._node(node.test, env)
-            a, b = self._node(node.body, env), self._node(node.orelse, env)
-            return self.tmp(f"select i1 {c}, double {a}, double {b}")
-        if isinstance(node, ast.Call):
-            args = [self._node(a, env) for a in node.args]
-            f = node.func
-            if isinstance(f, ast.Attribute) and f.value.id == "math" and \
-                    (f.attr in _INTRINSICS or f.attr in _LIBM):
-                return self._math(f.attr, args)
-            if isinstance(f, ast.Attribute) and f.value.id == "sm":
-                return self._call(self._helper(f.attr), args)
-            if isinstance(f, ast.Name) and f.id == "abs":
-                return self._math("fabs", args)
-            if isinstance(f, ast.Name) and f.id in ("max", "min"):
-                x, y = args                 # Python's: the first unless the second wins
-                win = self.tmp(f"fcmp {'ogt' if f.id == 'max' else 'olt'} double {y}, {x}")
-                return self.tmp(f"select i1 {win}, double {y}, double {x}")
-        raise CompileError(f"cannot compile the rule {ast.unparse(node)}")
+    # -- the algebra -----------------------------------------------------------------------
+    def const(self, v):
+        return const(v)
 
-    def _math(self, name, args):
-        fname = f"llvm.{name}.f64" if name in _INTRINSICS else name
+    def neg(self, a):
+        return self.tmp(f"fneg double {a}")
+
+    def arith(self, op, a, b):
+        if op == "**":
+            return self.math("pow", [a, b])
+        return self.tmp(f"{_ARITH[op]} double {a}, {b}")
+
+    def compare(self, op, a, b):
+        return self.tmp(f"fcmp {_CMP[op]} double {a}, {b}")
+
+    def logic(self, op, a, b):
+        return self.tmp(f"{op} i1 {a}, {b}")
+
+    def select(self, c, a, b):
+        return self.tmp(f"select i1 {c}, double {a}, double {b}")
+
+    def math(self, name, args):
+        fname = f"llvm.{_INTRINSICS[name]}.f64" if name in _INTRINSICS else name
         self.declared.add((fname, len(args)))
         return self._call(fname, args)
 
-    def _helper(self, name):
-        """A ``scalar_math`` helper compiled from its source: its body as one value
-        (assignments; ``if c: ... return a`` then the rest, as ``select(c, a, rest)``:
-        both sides are pure arithmetic)."""
+    def helper(self, name, args):
+        """A ``scalar_math`` helper compiled from its source into an internal function."""
         fname = f"tapegrad_sm_{name}"
         if name not in self.helpers:
             self.helpers[name] = None               # (recursion guard)
-            tree = ast.parse(inspect.getsource(getattr(scalar_math, name))).body[0]
-            params = [a.arg for a in tree.args.args]
+            params, body = helper_def(name)
             outer, self.lines = self.lines, []
-            body = [s for s in tree.body
-                    if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-            result = self._block(body, {p: f"%{p}" for p in params})
+            result = self.body(body, {p: f"%{p}" for p in params})
             sig = ", ".join(f"double %{p}" for p in params)
             self.helpers[name] = (f"define internal double @{fname}({sig}) alwaysinline {{\n"
                                   + "\n".join(self.lines) + f"\n  ret double {result}\n}}\n")
             self.lines = outer
-        return fname
-
-    def _block(self, stmts, env):
-        env = dict(env)
-        for k, st in enumerate(stmts):
-            if isinstance(st, ast.Return):
-                return self._node(st.value, env)
-            if isinstance(st, ast.Assign):
-                env[st.targets[0].id] = self._node(st.value, env)
-            elif isinstance(st, ast.If):
-                then = self._block(st.body, env)
-                rest = self._block(st.orelse + stmts[k + 1:], env)
-                c = self._node(st.test, env)
-                return self.tmp(f"select i1 {c}, double {then}, double {rest}")
-            else:
-                raise CompileError(f"cannot compile {ast.unparse(st)}")
-        raise CompileError("a helper without a return")
+        return self._call(fname, args)
 
     def declarations(self):
         out = [h for h in self.helpers.values() if h]
@@ -265,7 +211,7 @@ class _Tape:
                     out.append(em.tmp(f"select i1 {c}, double {xs[k]}, double {ys[k]}"))
                 return out
             c2 = const(r.C2[i])
-            return [em.emit(spec.fwd, {"x": xs[k], "y": ys[k], "c2": c2}) for k in range(n)]
+            return [em.expr(spec.fwd, {"x": xs[k], "y": ys[k], "c2": c2}) for k in range(n)]
         src = self.elems(a)
         if kind == "gather":
             return [src[o] for o in _gather_map(r, i)]
@@ -304,12 +250,12 @@ class _Tape:
             s = const(0.0)
             for k in row:
                 z = em.tmp(f"fsub double {src[k]}, {top}")
-                s = em.tmp(f"fadd double {s}, {em._math('exp', [z])}")
-            lse = em._math("log", [s]) if log else None
+                s = em.tmp(f"fadd double {s}, {em.math('exp', [z])}")
+            lse = em.math("log", [s]) if log else None
             for k in row:
                 z = em.tmp(f"fsub double {src[k]}, {top}")
                 out[k] = (em.tmp(f"fsub double {z}, {lse}") if log else
-                          em.tmp(f"fdiv double {em._math('exp', [z])}, {s}"))
+                          em.tmp(f"fdiv double {em.math('exp', [z])}, {s}"))
         return out
 
     def _matmul(self, i, X, Y):
@@ -384,9 +330,9 @@ class _Tape:
             xs, ys, rs = self.operand(a, i, n), self.operand(b, i, n), self.elems(i)
             for k in range(n):
                 env = {"x": xs[k], "y": ys[k], "r": rs[k], "g": g[k], "c2": const(r.C2[i])}
-                self.add(a, k, em.emit(spec.gx, env))
+                self.add(a, k, em.expr(spec.gx, env))
                 if spec.gy:
-                    self.add(b, k, em.emit(spec.gy, env))
+                    self.add(b, k, em.expr(spec.gy, env))
         elif kind == "where":
             cs = self.elems(int(_extras(r, i)[0]))
             for k in range(n):
@@ -427,7 +373,7 @@ class _Tape:
                 acc = em.tmp(f"fadd double {acc}, {t}")
             for k in row:
                 if log:
-                    t = em.tmp(f"fmul double {em._math('exp', [R[k]])}, {acc}")
+                    t = em.tmp(f"fmul double {em.math('exp', [R[k]])}, {acc}")
                     self.add(a, k, em.tmp(f"fsub double {g[k]}, {t}"))
                 else:
                     d = em.tmp(f"fsub double {g[k]}, {acc}")
