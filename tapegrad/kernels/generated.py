@@ -283,7 +283,7 @@ def ew_grad(op, x, y, r, g, c2):
     elif op == 2:  # mul
         return g * y, g * x
     elif op == 3:  # div
-        return g / y, -g * x / (y * y)
+        return g / y, -g * (x / y) / y
     elif op == 4:  # pow
         return g * sm_pow_dx(x, y), g * sm_pow_dy(x, y, r)
     elif op == 5:  # maximum

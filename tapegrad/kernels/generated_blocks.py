@@ -322,7 +322,7 @@ def ew_rev_block(op, X, xo, Y, yo, V, G, ro, GX, gxo, GY, gyo, c2, n, T):
             y = Y[k]
             g = GR[k]
             GX[k] += g / y
-            GY[k] += -g * x / (y * y)
+            GY[k] += -g * (x / y) / y
     elif op == 4:  # pow
         for k in range(n):
             x = X[k]

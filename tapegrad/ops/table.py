@@ -78,7 +78,7 @@ OPS = (
        node_lconst="RsubBackward1"),
     Op(2, "mul", E, 2, "MulBackward0", "x * y", "g * y", "g * x", ("self", "other"),
        py=operator.mul, np_fwd=np.multiply, commutes=True),
-    Op(3, "div", E, 2, "DivBackward0", "x / y", "g / y", "-g * x / (y * y)", ("self", "other"),
+    Op(3, "div", E, 2, "DivBackward0", "x / y", "g / y", "-g * (x / y) / y", ("self", "other"),
        py=operator.truediv, domain_y=_POS),
     Op(4, "pow", E, 2, "PowBackward1", "x ** y", "g * sm.pow_dx(x, y)",
        "g * sm.pow_dy(x, y, r)", ("self", "other", "result"), py=math.pow, np_fwd=np.power,

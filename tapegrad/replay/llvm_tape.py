@@ -318,7 +318,8 @@ class _Tape:
         lst = self.adj.get(j)
         if lst is None:
             lst = self.adj[j] = [None] * r.size(j)
-        lst[k] = v if lst[k] is None else self.em.tmp(f"fadd double {lst[k]}, {v}")
+        # from +0, as the interpreter's adjoint arena: a first -0 contribution sums to +0
+        lst[k] = self.em.tmp(f"fadd double {const(0.0) if lst[k] is None else lst[k]}, {v}")
 
     def _adjoint(self, i, g):
         r, em = self.r, self.em
