@@ -45,6 +45,8 @@ _NUMPY = {
     "square": np.square, "reciprocal": np.reciprocal,
     "softplus": lambda x: np.where(x > 20.0, x, np.logaddexp(0.0, x)),
     "erf": np.vectorize(math.erf), "clamp": lambda x: np.clip(x, -0.5, 0.7),
+    "sinc": np.sinc, "logit": lambda x: np.log(x) - np.log1p(-x), "hypot": np.hypot,
+    "xlogy": lambda x, y: np.where(x == 0, 0.0, x * np.log(y)),
 }
 
 

@@ -113,3 +113,44 @@ def clamp(x, lo, hi):
 
 def in_range(x, lo, hi):
     return 1.0 if (x >= lo and x <= hi) else 0.0
+
+
+def sinc(x):
+    """sin(pi x) / (pi x), 1 at 0."""
+    if x == 0.0:
+        return 1.0
+    p = x * math.pi
+    return math.sin(p) / p
+
+
+def sinc_grad(x):
+    """(pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 at 0 (PyTorch's sinc_backward)."""
+    s = x * x * math.pi
+    if s == 0.0:
+        return 0.0
+    p = x * math.pi
+    return (p * math.cos(p) - math.sin(p)) / s
+
+
+def logit_grad(x, g):
+    """g / (x (1 - x)): nan outside [0, 1], g * inf at its ends (PyTorch's
+    logit_backward without eps; abs makes -0.0's end +inf, as there)."""
+    if x < 0.0 or x > 1.0:
+        return math.nan
+    return g / abs(x * (1.0 - x))
+
+
+def xlogy(x, y):
+    """x log(y), 0 where x is 0 unless y is nan."""
+    if y != y:
+        return y
+    if x == 0.0:
+        return 0.0
+    return x * math.log(y)
+
+
+def xlogy_grad(x, y, g):
+    """xlogy(g, y), 0 where x is 0 and y <= 0 (PyTorch's gradient of xlogy in x)."""
+    if x == 0.0 and y <= 0.0:
+        return 0.0
+    return xlogy(g, y)

@@ -124,6 +124,13 @@ OPS = (
        py=math.erf),
     Op(26, "clamp", E, 1, "ClampBackward1", "sm.clamp(x, y, c2)", "g * sm.in_range(x, y, c2)",
        saves=("self",), np_fwd=np.clip),
+    Op(27, "sinc", E, 1, "SincBackward0", "sm.sinc(x)", "g * sm.sinc_grad(x)", saves=("self",)),
+    Op(28, "logit", E, 1, "LogitBackward0", "math.log(x / (1.0 - x))", "sm.logit_grad(x, g)",
+       saves=("self",), domain=(0.05, 0.95)),
+    Op(29, "hypot", E, 2, "HypotBackward0", "math.hypot(x, y)", "g * x / r", "g * y / r",
+       ("self", "other", "result"), py=math.hypot, commutes=True),
+    Op(30, "xlogy", E, 2, "XlogyBackward0", "sm.xlogy(x, y)", "sm.xlogy_grad(x, y, g)",
+       "g * x / y", ("self", "other"), domain_y=_POS),
     # ---- entries with no inputs ---------------------------------------------------
     Op(256, "leaf", "source", 0, "AccumulateGrad"),
     Op(257, "const", "source", 0, ""),
