@@ -274,7 +274,7 @@ def _make_binary(op):
 
 
 def _rbinary(op, x, y):
-    """``x op y`` with a Python number ``x`` and a Tensor ``y`` (rsub, rpow, rdiv)."""
+    """``x op y`` with a Python number ``x`` and a Tensor ``y`` (rsub, rpow, rdiv, ...)."""
     if op.name == "div":
         return reciprocal(y) * x
     return _RBINARY[op.name](y, x)
@@ -303,7 +303,8 @@ def _make_rbinary(op):
     return rbinary
 
 
-_RBINARY = {name: _make_rbinary(BY_NAME[name]) for name in ("sub", "pow")}
+_RBINARY = {op.name: _make_rbinary(op) for op in EW_OPS
+            if op.arity == 2 and not op.commutes and op.name != "div"}
 
 
 FUNCTIONS = {}

@@ -33,6 +33,15 @@ def sm_in_range(x, lo, hi):
 
 
 @njit(**_JIT)
+def sm_logit_grad(x, g):
+    """g / (x (1 - x)): nan outside [0, 1], g * inf at its ends (PyTorch's
+    logit_backward without eps; abs makes -0.0's end +inf, as there)."""
+    if x < 0.0 or x > 1.0:
+        return math.nan
+    return g / abs(x * (1.0 - x))
+
+
+@njit(**_JIT)
 def sm_max_share(x, y):
     """Share of the gradient of maximum(x, y) that goes to x: half on a tie, none when
     x < y, all otherwise (nan included: PyTorch masks only where x < y)."""
@@ -99,6 +108,25 @@ def sm_sign(x):
 
 
 @njit(**_JIT)
+def sm_sinc(x):
+    """sin(pi x) / (pi x), 1 at 0."""
+    if x == 0.0:
+        return 1.0
+    p = x * math.pi
+    return math.sin(p) / p
+
+
+@njit(**_JIT)
+def sm_sinc_grad(x):
+    """(pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 at 0 (PyTorch's sinc_backward)."""
+    s = x * x * math.pi
+    if s == 0.0:
+        return 0.0
+    p = x * math.pi
+    return (p * math.cos(p) - math.sin(p)) / s
+
+
+@njit(**_JIT)
 def sm_softplus(x):
     if x > 20.0:
         return x
@@ -119,6 +147,24 @@ def sm_step(r):
     if r <= 0.0:
         return 0.0
     return 1.0
+
+
+@njit(**_JIT)
+def sm_xlogy(x, y):
+    """x log(y), 0 where x is 0 unless y is nan."""
+    if y != y:
+        return y
+    if x == 0.0:
+        return 0.0
+    return x * math.log(y)
+
+
+@njit(**_JIT)
+def sm_xlogy_grad(x, y, g):
+    """xlogy(g, y), 0 where x is 0 and y <= 0 (PyTorch's gradient of xlogy in x)."""
+    if x == 0.0 and y <= 0.0:
+        return 0.0
+    return sm_xlogy(g, y)
 
 
 OP_ADD = 0
@@ -148,6 +194,10 @@ OP_RECIPROCAL = 23
 OP_SOFTPLUS = 24
 OP_ERF = 25
 OP_CLAMP = 26
+OP_SINC = 27
+OP_LOGIT = 28
+OP_HYPOT = 29
+OP_XLOGY = 30
 OP_LEAF = 256
 OP_CONST = 257
 OP_EXTERNAL = 258
@@ -270,6 +320,14 @@ def ew_fwd(op, x, y, c2):
         return math.erf(x)
     elif op == 26:  # clamp
         return sm_clamp(x, y, c2)
+    elif op == 27:  # sinc
+        return sm_sinc(x)
+    elif op == 28:  # logit
+        return math.log(x / (1.0 - x))
+    elif op == 29:  # hypot
+        return math.hypot(x, y)
+    elif op == 30:  # xlogy
+        return sm_xlogy(x, y)
     return math.nan
 
 
@@ -330,6 +388,14 @@ def ew_grad(op, x, y, r, g, c2):
         return g * sm_erf_grad(x), 0.0
     elif op == 26:  # clamp
         return g * sm_in_range(x, y, c2), 0.0
+    elif op == 27:  # sinc
+        return g * sm_sinc_grad(x), 0.0
+    elif op == 28:  # logit
+        return sm_logit_grad(x, g), 0.0
+    elif op == 29:  # hypot
+        return g * x / r, g * y / r
+    elif op == 30:  # xlogy
+        return sm_xlogy_grad(x, y, g), g * x / y
     return 0.0, 0.0
 
 

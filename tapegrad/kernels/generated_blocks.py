@@ -11,7 +11,7 @@ import math
 
 from numba import njit
 
-from .generated import sm_clamp, sm_erf_grad, sm_in_range, sm_max_share, sm_maximum, sm_minimum, sm_pow_dx, sm_pow_dy, sm_relu, sm_sigmoid, sm_sign, sm_softplus, sm_softplus_grad, sm_step
+from .generated import sm_clamp, sm_erf_grad, sm_in_range, sm_logit_grad, sm_max_share, sm_maximum, sm_minimum, sm_pow_dx, sm_pow_dy, sm_relu, sm_sigmoid, sm_sign, sm_sinc, sm_sinc_grad, sm_softplus, sm_softplus_grad, sm_step, sm_xlogy, sm_xlogy_grad
 from .vmath import LANES, lanes_exp, lanes_log, lanes_log1p, lanes_expm1, lanes_sin, lanes_cos, lanes_tan, lanes_tanh, lanes_erf
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -125,7 +125,7 @@ def v_erf(src, so, dst, do, n):
         k += 1
 
 
-READS_Y = (True, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True,)  # per elementwise op code: does it read y (C for a unary op)?
+READS_Y = (True, True, True, True, True, True, True, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, False, True, False, False, True, True,)  # per elementwise op code: does it read y (C for a unary op)?
 
 @njit(**_JIT)
 def ew_fwd_block(op, X, xo, Y, yo, V, ro, c2, n, T):
@@ -292,6 +292,29 @@ def ew_fwd_block(op, X, xo, Y, yo, V, ro, c2, n, T):
             x = X[k]
             y = Y[k]
             R[k] = sm_clamp(x, y, c2)
+    elif op == 27:  # sinc
+        for k in range(n):
+            x = X[k]
+            R[k] = sm_sinc(x)
+    elif op == 28:  # logit
+        t0s = T[0 * n:1 * n]
+        for k in range(n):
+            x = X[k]
+            t0s[k] = x / (1.0 - x)
+        v_log(t0s, 0, t0s, 0, n)
+        for k in range(n):
+            t0 = t0s[k]
+            R[k] = t0
+    elif op == 29:  # hypot
+        for k in range(n):
+            x = X[k]
+            y = Y[k]
+            R[k] = math.hypot(x, y)
+    elif op == 30:  # xlogy
+        for k in range(n):
+            x = X[k]
+            y = Y[k]
+            R[k] = sm_xlogy(x, y)
 
 
 @njit(**_JIT)
@@ -454,6 +477,31 @@ def ew_rev_block(op, X, xo, Y, yo, V, G, ro, GX, gxo, GY, gyo, c2, n, T):
             y = Y[k]
             g = GR[k]
             GX[k] += g * sm_in_range(x, y, c2)
+    elif op == 27:  # sinc
+        for k in range(n):
+            x = X[k]
+            g = GR[k]
+            GX[k] += g * sm_sinc_grad(x)
+    elif op == 28:  # logit
+        for k in range(n):
+            x = X[k]
+            g = GR[k]
+            GX[k] += sm_logit_grad(x, g)
+    elif op == 29:  # hypot
+        for k in range(n):
+            x = X[k]
+            y = Y[k]
+            r = R[k]
+            g = GR[k]
+            GX[k] += g * x / r
+            GY[k] += g * y / r
+    elif op == 30:  # xlogy
+        for k in range(n):
+            x = X[k]
+            y = Y[k]
+            g = GR[k]
+            GX[k] += sm_xlogy_grad(x, y, g)
+            GY[k] += g * x / y
 
 
 TEMPS = 1  # temporary blocks a rule needs, at most
