@@ -1,12 +1,19 @@
-"""Compiled forward rules over arrays: the op table's elementwise rule, element by
-element (the same libm calls as the Python scalar path and the compiled sweeps, so a
-small array's values are those of its elements as 0-d tensors, bit for bit)."""
+"""Compiled forward rules over arrays: the op table's elementwise rule.
+
+Below ``BLOCK_MIN`` elements, element by element with the same libm calls as the Python
+scalar path and the compiled sweeps (a small array's values are those of its elements
+as 0-d tensors, bit for bit); from ``BLOCK_MIN`` float64 elements on, by the block
+kernels (the same rule, generated, with libmvec's vector math: within 4 ulp), as a
+replay does from the same size (``replay.vector_replay.RUN_MIN``).
+"""
 import numpy as np
 from numba import njit
 
+from . import fused
 from .generated import ew_fwd
 
 _JIT = dict(cache=True, error_model="numpy")
+BLOCK_MIN = 256
 
 
 @njit(**_JIT)
@@ -25,6 +32,10 @@ def ew_array(op, x, y=None, c=0.0):
     """Elementwise op ``op`` on a float array ``x`` and ``y`` (an array of x's shape and
     dtype) or, ``y`` None, the constant ``c``: a new array of x's shape and dtype."""
     dt = x.dtype
+    if x.size >= BLOCK_MIN and dt == np.float64:
+        x = np.ascontiguousarray(x)
+        y = None if y is None else np.ascontiguousarray(y, np.float64)
+        return fused.ew_into(op, x, y, c, np.empty_like(x))
     xf = np.ascontiguousarray(x, np.float64).reshape(-1)
     out = np.empty(xf.size)
     if y is None:
