@@ -25,7 +25,7 @@ from .ops import scalar_math
 from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to
 from .tape import current_tape, roomy_tape
-from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording
+from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording, requires_grad
 from .tracing import traced_entry, traced_result
 
 _NUMBERS = (float, int, bool)
@@ -134,21 +134,19 @@ def _general(op, x, y=None, c2=0.0):
     elif op.name == "clamp":
         c = -math.inf if y is None else float(y)
     i = t.append(CODE[op.name], ia, ib, r, c=c, c2=c2)
-    o = _new(Tensor)
-    o._d, o._t, o._tid, o._i, o._rg = _norm(r), t, t.uid, i, True
-    return o
+    return _result(_norm(r), t, i, requires_grad(*operands))
 
 
 # -- the fast paths ------------------------------------------------------------------------
 def _array_result(code, r, x, y, c, sx, sy):
     """Tensor for ``r``, the result of a float-array op on operands of one shape and
     dtype (or a Python number ``y``), recorded if an operand requires grad."""
-    if not STATE.grad or not (x._rg or (y.__class__ is Tensor and y._rg)):
+    t = recording(x, y)
+    if t is None:
         return _leaf(r)
-    t = current_tape()
     ia = buf(t, x, sx)
     ib = buf(t, y, sy) if y.__class__ is Tensor else -1
-    return _result(r, t, t.append(code, ia, ib, r, c=c))
+    return _result(r, t, t.append(code, ia, ib, r, c=c), requires_grad(x, y))
 
 
 def _large(x, d):
@@ -162,17 +160,18 @@ def _large_result(code, x, y, c, sx, sy):
     is written straight into the tape's arena (no copy, no fresh memory)."""
     xd = x._d
     yd = y._d if y.__class__ is Tensor else None
-    if not STATE.grad or not (x._rg or (yd is not None and y._rg)):
+    rg = requires_grad(x, y)
+    if (not STATE.grad or not rg) and recording(x, y) is None:
         return _leaf(fused.ew_into(code, xd, yd, c, np.empty_like(xd)))
     t = roomy_tape(3 * xd.size)                    # the result, and x and y if new here
     ia = buf(t, x, sx)
     ib = buf(t, y, sy) if yd is not None else -1
     i, out = t.append_into(code, ia, ib, xd.shape, xd.size, c)
     fused.ew_into(code, xd, yd, c, out)
-    return _result(out, t, i)
+    return _result(out, t, i, rg)
 
 
-def _stage(code, x, sx, y, sy, c, r):
+def _stage(code, x, sx, y, sy, c, r, rg=True):
     """Record a scalar op: one tuple staged on the current tape (``x`` / ``y`` None for
     a Python-number operand, whose value is the constant ``c``)."""
     t = STATE.tape
@@ -196,8 +195,16 @@ def _stage(code, x, sx, y, sy, c, r):
     t.next = i + 1
     t._stage_put((code, ia, ib, c, r))
     o = _new(Tensor)
-    o._d, o._t, o._tid, o._i, o._rg = r, t, uid, i, True
+    o._d, o._t, o._tid, o._i, o._rg = r, t, uid, i, rg
     return o
+
+
+def _traced(code, x, sx, y, sy, c, r):
+    """A scalar op whose operands need no grad: staged all the same while tracing if an
+    operand is a traced value (a replay recomputes it), else a leaf."""
+    if recording(x, y) is None:
+        return _leaf(r)
+    return _stage(code, x, sx, y if y.__class__ is Tensor else None, sy, c, r, False)
 
 
 def _make_unary(op):
@@ -218,7 +225,7 @@ def _make_unary(op):
             r = ew_fwd(code, d, 0.0, 0.0)
         if x._rg and STATE.grad:
             return _stage(code, x, saved, None, False, 0.0, r)
-        return _leaf(r)
+        return _traced(code, x, saved, None, False, 0.0, r) if STATE.trace else _leaf(r)
 
     unary.__name__ = op.name
     return unary
@@ -267,6 +274,8 @@ def _make_binary(op):
             if yc is Tensor:
                 return _stage(code, x, sx, y, sy, 0.0, r)
             return _stage(code, x, sx, None, False, yd, r)
+        if STATE.trace:
+            return _traced(code, x, sx, y, sy, 0.0 if yc is Tensor else yd, r)
         return _leaf(r)
 
     binary.__name__ = op.name
@@ -297,7 +306,7 @@ def _make_rbinary(op):
             r = ew_fwd(code, c, yd, 0.0)
         if y._rg and STATE.grad:
             return _stage(code, None, False, y, sy, c, r)
-        return _leaf(r)
+        return _traced(code, None, False, y, sy, c, r) if STATE.trace else _leaf(r)
 
     rbinary.__name__ = "r" + op.name
     return rbinary
@@ -353,9 +362,11 @@ def where(condition, input, other):
     vals = [_value(v, rd.np) for v in (input, other)]
     out_shape = np.broadcast_shapes(cond.shape, np.shape(vals[0]), np.shape(vals[1]))
     r = np.asarray(np.where(cond, vals[0], vals[1]), rd.np)
-    t = recording(input, other) if rd.is_floating_point else None
+    t = recording(input, other, condition) if rd.is_floating_point else None
     if t is None:
         return _leaf(_norm(r))
+    if input.__class__ is not Tensor and other.__class__ is not Tensor:
+        input = from_array(np.array(float(input)))     # (one constant slot per entry)
     if condition.__class__ is Tensor and traced_entry(condition) is not None:
         ic = broadcast_to(t, condition._i, cond, out_shape)     # recomputed by a replay
     else:
@@ -364,9 +375,7 @@ def where(condition, input, other):
            for k, v in enumerate((input, other))]
     scalar = [float(v) for v in (input, other) if v.__class__ is not Tensor]
     i = t.append(CODE["where"], ins[0], ins[1], r, (ic,), c=scalar[0] if scalar else 0.0)
-    o = _new(Tensor)
-    o._d, o._t, o._tid, o._i, o._rg = _norm(r), t, t.uid, i, True
-    return o
+    return _result(_norm(r), t, i, requires_grad(input, other))
 
 
 # -- comparisons (bool results; recorded only while tracing) -----------------------------

@@ -4,6 +4,7 @@ import numpy as np
 from . import dtypes
 from .record import contiguous
 from .tensor import Tensor, _leaf, _norm
+from .tracing import traced_entry
 
 _rng = [np.random.default_rng()]
 
@@ -167,7 +168,9 @@ def to(self, *args, dtype=None, **kwargs):
             dtype = a
     if dtype is None or dtype is self.dtype:
         return self
-    if dtype.is_floating_point and self.dtype.is_floating_point and self._rg:
+    if dtype.is_floating_point and (self._rg or traced_entry(self) is not None):
+        # differentiable between float dtypes; a traced mask (bool) becomes floats that
+        # a replay recomputes
         from .ops.table import CODE
         from .record import reshape
         from .shape_ops import _out

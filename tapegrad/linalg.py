@@ -47,7 +47,7 @@ def _product(a, b, code):
     nb = math.prod(batch)
     # extras: the shapes, and whether the backward's products run in float32 BLAS
     i = t.append(code, ia, ib, value, (nb, M, K, N, int(value.dtype == np.float32)))
-    return _result(_norm(np.asarray(value)), t, i)
+    return _result(_norm(np.asarray(value)), t, i, a._rg or b._rg)
 
 
 def matmul(input, other):

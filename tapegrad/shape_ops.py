@@ -12,7 +12,7 @@ import numpy as np
 from .ops.table import CODE
 from .record import contiguous, contiguous_strides, expand_strides, gather
 from .record import reshape as rec_reshape
-from .tensor import Size, Tensor, _leaf, _norm, _result, buf, recording
+from .tensor import Size, Tensor, _leaf, _norm, _result, buf, recording, requires_grad
 
 
 def _out(x, value, build):
@@ -24,7 +24,7 @@ def _out(x, value, build):
     if t is None:
         return _leaf(_norm(value))
     i = build(t, buf(t, x, False))
-    return _result(_norm(value), t, i)
+    return _result(_norm(value), t, i, x._rg)
 
 
 def _reshaped(x, shape, code=CODE["view"]):
@@ -320,7 +320,7 @@ def _join(tensors, value, dim, code):
         s = x.shape
         extras += [buf(t, x, False), math.prod(s[dim:])]
     i = t.append(code, -1, -1, value, extras)
-    return _result(_norm(value), t, i)
+    return _result(_norm(value), t, i, requires_grad(*tensors))
 
 
 def stack(tensors, dim=0):

@@ -318,14 +318,14 @@ def _leaf(d, rg=False, inference=False):
     return o
 
 
-def _result(d, t, i):
+def _result(d, t, i, rg=True):
     """A tensor recorded as entry ``i`` of tape ``t``."""
     o = _new(Tensor)
     o._d = d
     o._t = t
     o._tid = t.uid
     o._i = i
-    o._rg = True
+    o._rg = rg
     return o
 
 
@@ -334,13 +334,27 @@ def from_array(a, rg=False):
 
 
 def recording(*tensors):
-    """The tape to record on if any of ``tensors`` requires grad in grad mode, else None."""
+    """The tape to record on if any of ``tensors`` requires grad in grad mode; while
+    tracing, also if any is a value of the traced tape that needs no grad (a mask, a
+    detached value), so that a replay recomputes the result instead of freezing it (the
+    result then needs no grad either: ``requires_grad``); else None."""
     if not STATE.grad:
         return None
     for x in tensors:
         if x.__class__ is Tensor and x._rg:
             return current_tape()
+    rec = STATE.trace
+    if rec is not None:
+        uid = rec.tape.uid
+        for x in tensors:
+            if x.__class__ is Tensor and x._tid == uid:
+                return current_tape()
     return None
+
+
+def requires_grad(*tensors):
+    """Does any of ``tensors`` (Python numbers aside) require grad?"""
+    return any(x.__class__ is Tensor and x._rg for x in tensors)
 
 
 def buf(t, x, saved=True):

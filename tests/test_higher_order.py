@@ -213,3 +213,16 @@ def test_float32_inputs_get_float32_higher_order_gradients():
     gg, = tg.autograd.grad(g.sum(), x)
     assert gg.dtype == tg.float32
     np.testing.assert_allclose(gg.numpy(), [6.0, 12.0])
+
+
+def test_a_traced_hvp_recomputes_the_masks_of_its_gradient_rules():
+    """relu's step and maximum's share are masks in the recorded gradient: a replay at
+    inputs of the other sign must recompute them (analytic Hessian-vector product)."""
+    def f(x):
+        return (tg.relu(x) * x * x).sum() + (tg.maximum(x, 0.5 * x) * x).sum()
+    tr = tg.trace(f, tg.tensor([0.5, 1.0, 2.0]))
+    for x in (np.array([-1.0, 0.7, -2.0]), np.array([0.3, -0.4, 1.5])):
+        v = np.array([1.0, -2.0, 0.5])
+        _, hv = tr.hvp((tg.tensor(x),), tg.tensor(v))
+        want = (np.where(x > 0, 6 * x, 0.0) + np.where(x > 0, 2.0, 1.0)) * v
+        np.testing.assert_allclose(hv.numpy(), want, rtol=1e-14)

@@ -12,7 +12,7 @@ import numpy as np
 from ..grad_mode import no_grad
 from ..inplace import _note_modified, keep_old_history
 from ..ops.table import CODE
-from ..tensor import Tensor, _result, buf, from_array, recording
+from ..tensor import Tensor, _result, buf, from_array, recording, requires_grad
 from . import saved_hooks
 
 _FUNCTION = CODE["function"]
@@ -65,7 +65,7 @@ class Function:
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
         tensors = [a for a in args if isinstance(a, Tensor)]
-        t = recording(*tensors)
+        t = recording(*tensors) if requires_grad(*tensors) else None   # (not replayed)
         # the inputs' buffers before forward runs: an input it modifies in place keeps
         # its history up to here
         inputs = None if t is None else [buf(t, a, False) for a in tensors]
