@@ -100,7 +100,7 @@ def _general(op, x, y=None, c2=0.0):
             raise TypeError(f"{op.name}(): argument must be a Tensor or a number, "
                             f"not {type(v).__name__}")
     rd = result_dtype(*operands)
-    if not rd.is_floating_point and op.np_fwd is None:      # not integer-closed
+    if not rd.is_floating_point and not op.int_closed:
         rd = dtypes.get_default_dtype()
     vals = [_value(v, rd.np) for v in operands]
     shapes = [np.shape(v) for v in vals if v.__class__ is not float and not isinstance(v, (int, bool))]
@@ -141,12 +141,16 @@ def _general(op, x, y=None, c2=0.0):
 def _array_result(code, r, x, y, c, sx, sy):
     """Tensor for ``r``, the result of a float-array op on operands of one shape and
     dtype (or a Python number ``y``), recorded if an operand requires grad."""
-    t = recording(x, y)
-    if t is None:
-        return _leaf(r)
+    rg = x._rg or (y.__class__ is Tensor and y._rg)
+    if rg and STATE.grad:
+        t = current_tape()
+    else:
+        t = recording(x, y) if STATE.trace else None
+        if t is None:
+            return _leaf(r)
     ia = buf(t, x, sx)
     ib = buf(t, y, sy) if y.__class__ is Tensor else -1
-    return _result(r, t, t.append(code, ia, ib, r, c=c), requires_grad(x, y))
+    return _result(r, t, t.append(code, ia, ib, r, c=c), rg)
 
 
 def _large(x, d):
@@ -207,8 +211,20 @@ def _traced(code, x, sx, y, sy, c, r):
     return _stage(code, x, sx, y if y.__class__ is Tensor else None, sy, c, r, False)
 
 
+def _array_rule(op):
+    """The op on float arrays below the block kernels' size: its NumPy ufunc where that
+    is the rule bit for bit (``exact``), else the compiled rule."""
+    code = CODE[op.name]
+    if op.exact:
+        return op.np_fwd
+    if op.arity == 1:
+        return lambda x: ew_array(code, x)
+    return lambda x, y: ew_array(code, x, y) if y.__class__ is np.ndarray else \
+        ew_array(code, x, None, float(y))
+
+
 def _make_unary(op):
-    code, py = CODE[op.name], _py_rule(op)
+    code, py, arr = CODE[op.name], _py_rule(op), _array_rule(op)
     saved = "self" in op.saves
 
     def unary(x):
@@ -217,7 +233,7 @@ def _make_unary(op):
             if d.__class__ is np.ndarray and d.dtype.kind == "f":
                 if _large(x, d):
                     return _large_result(code, x, None, 0.0, saved, False)
-                return _array_result(code, ew_array(code, d), x, None, 0.0, saved, False)
+                return _array_result(code, arr(d), x, None, 0.0, saved, False)
             return _general(op, x)
         try:
             r = py(d)
@@ -232,7 +248,7 @@ def _make_unary(op):
 
 
 def _make_binary(op):
-    code, py = CODE[op.name], _py_rule(op)
+    code, py, arr = CODE[op.name], _py_rule(op), _array_rule(op)
     sx, sy = "self" in op.saves, "other" in op.saves
 
     def binary(x, y):
@@ -249,12 +265,11 @@ def _make_binary(op):
                 if yd.__class__ is np.ndarray and yd.shape == xd.shape and yd.dtype == xd.dtype:
                     if _large(x, xd) and yd.flags.c_contiguous:
                         return _large_result(code, x, y, 0.0, sx, sy)
-                    return _array_result(code, ew_array(code, xd, yd), x, y, 0.0, sx, sy)
+                    return _array_result(code, arr(xd, yd), x, y, 0.0, sx, sy)
             elif yc is float or yc is int:
                 if _large(x, xd):
                     return _large_result(code, x, y, float(y), sx, sy)
-                return _array_result(code, ew_array(code, xd, None, float(y)), x, y, float(y),
-                                     sx, sy)
+                return _array_result(code, arr(xd, y), x, y, float(y), sx, sy)
             return _general(op, x, y)
         if yc is Tensor:
             yd = y._d

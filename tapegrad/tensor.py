@@ -354,7 +354,10 @@ def recording(*tensors):
 
 def requires_grad(*tensors):
     """Does any of ``tensors`` (Python numbers aside) require grad?"""
-    return any(x.__class__ is Tensor and x._rg for x in tensors)
+    for x in tensors:
+        if x.__class__ is Tensor and x._rg:
+            return True
+    return False
 
 
 def buf(t, x, saved=True):

@@ -33,18 +33,21 @@ def ew_array(op, x, y=None, c=0.0, c2=0.0):
     ``y`` None, the constant ``c`` (``c2``: clamp's upper bound): a new array of x's
     shape and dtype."""
     dt = x.dtype
-    if x.size >= BLOCK_MIN and dt == np.float64:
-        x = np.ascontiguousarray(x)
-        y = None if y is None else np.ascontiguousarray(y, np.float64)
+    if dt.char != "d" or not x.flags.c_contiguous or \
+            (y is not None and (y.dtype.char != "d" or not y.flags.c_contiguous)):
+        r = ew_array(op, np.asarray(x, np.float64, order="C"), None if y is None else
+                     np.asarray(y, np.float64, order="C"), c, c2)     # (0-d stays 0-d)
+        return r if dt.char == "d" else r.astype(dt)
+    if x.size >= BLOCK_MIN:
         return fused.ew_into(op, x, y, c, np.empty_like(x), c2)
-    xf = np.ascontiguousarray(x, np.float64).reshape(-1)
-    out = np.empty(xf.size)
+    out = np.empty_like(x)
+    flat = x.ndim == 1
+    xf, of = (x, out) if flat else (x.reshape(-1), out.reshape(-1))
     if y is None:
-        _map_const(op, xf, c, c2, out)
+        _map_const(op, xf, c, c2, of)
     else:
-        _map(op, xf, np.ascontiguousarray(y, np.float64).reshape(-1), c2, out)
-    out = out.reshape(x.shape)
-    return out if dt == np.float64 else out.astype(dt)
+        _map(op, xf, y if flat else y.reshape(-1), c2, of)
+    return out
 
 
 def ew_map(op, x, y=0.0, c2=0.0):

@@ -165,14 +165,14 @@ def forward_parallel(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
 def launch(serial, parallel, work, *args):
     """Run ``parallel`` when ``work`` (elements x entries) is worth both cores and no
     other thread is in a parallel kernel, else ``serial``; ``args`` end with ``n``."""
-    threads = numba.get_num_threads()
-    if (threads > 1 and work >= PARALLEL_MIN and not _SERIAL_ONLY
-            and _LAUNCH.acquire(blocking=False)):
-        try:
-            return parallel(*args, threads)
-        finally:
-            _LAUNCH.release()
-    return serial(*args, threads)
+    if work >= PARALLEL_MIN and not _SERIAL_ONLY:      # (get_num_threads costs 1 us)
+        threads = numba.get_num_threads()
+        if threads > 1 and _LAUNCH.acquire(blocking=False):
+            try:
+                return parallel(*args, threads)
+            finally:
+                _LAUNCH.release()
+    return serial(*args, 1)
 
 
 # -- one elementwise op on whole arrays (the eager forward of a large array op) -----------

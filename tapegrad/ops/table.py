@@ -57,8 +57,11 @@ class Op:
     saves: tuple = ()         # saved values shown on the Node: 'self', 'other', 'result'
     py: object = None         # ew: a builtin equal to fwd on floats, for speed (may raise:
                               # the compiled rule answers then); default: fwd itself
-    np_fwd: object = None     # ew: the op on integer tensors (given: it is integer-closed);
-                              # compare: the NumPy comparison (bool results)
+    np_fwd: object = None     # the NumPy form: integer tensors of an int_closed op, the
+                              # comparisons (bool results), and float arrays if exact
+    int_closed: bool = False  # ew: integer tensors give integer results (by np_fwd)
+    exact: bool = False       # ew: np_fwd is fwd bit for bit on floats (an IEEE operation
+                              # correctly rounded): small float arrays use it
     node_rconst: str = ""     # Node name when the right operand is a Python scalar
     node_lconst: str = ""     # Node name when the left operand is a Python scalar
     domain: tuple = (-2.0, 2.0)    # test inputs for x
@@ -73,22 +76,26 @@ _POS = (0.1, 3.0)
 OPS = (
     # ---- elementwise binary -------------------------------------------------------
     Op(0, "add", E, 2, "AddBackward0", "x + y", "g", "g", py=operator.add, np_fwd=np.add,
-       commutes=True),
+       commutes=True, int_closed=True, exact=True),
     Op(1, "sub", E, 2, "SubBackward0", "x - y", "g", "-g", py=operator.sub, np_fwd=np.subtract,
-       node_lconst="RsubBackward1"),
+       node_lconst="RsubBackward1", int_closed=True, exact=True),
     Op(2, "mul", E, 2, "MulBackward0", "x * y", "g * y", "g * x", ("self", "other"),
-       py=operator.mul, np_fwd=np.multiply, commutes=True),
+       py=operator.mul, np_fwd=np.multiply, commutes=True, int_closed=True, exact=True),
     Op(3, "div", E, 2, "DivBackward0", "x / y", "g / y", "-g * (x / y) / y", ("self", "other"),
-       py=operator.truediv, domain_y=_POS),
+       py=operator.truediv, domain_y=_POS, np_fwd=np.true_divide, exact=True),
     Op(4, "pow", E, 2, "PowBackward1", "x ** y", "g * sm.pow_dx(x, y)",
        "g * sm.pow_dy(x, y, r)", ("self", "other", "result"), py=math.pow, np_fwd=np.power,
-       node_rconst="PowBackward0", node_lconst="PowBackward2", const_edge=False, domain=_POS),
+       node_rconst="PowBackward0", node_lconst="PowBackward2", const_edge=False, domain=_POS,
+       int_closed=True),
     Op(5, "maximum", E, 2, "MaximumBackward0", "sm.maximum(x, y)", "g * sm.max_share(x, y)",
-       "g * sm.max_share(y, x)", ("self", "other"), np_fwd=np.maximum, commutes=True),
+       "g * sm.max_share(y, x)", ("self", "other"), np_fwd=np.maximum, commutes=True,
+       int_closed=True),
     Op(6, "minimum", E, 2, "MinimumBackward0", "sm.minimum(x, y)", "g * sm.max_share(y, x)",
-       "g * sm.max_share(x, y)", ("self", "other"), np_fwd=np.minimum, commutes=True),
+       "g * sm.max_share(x, y)", ("self", "other"), np_fwd=np.minimum, commutes=True,
+       int_closed=True),
     # ---- elementwise unary --------------------------------------------------------
-    Op(7, "neg", E, 1, "NegBackward0", "-x", "-g", py=operator.neg, np_fwd=np.negative),
+    Op(7, "neg", E, 1, "NegBackward0", "-x", "-g", py=operator.neg, np_fwd=np.negative,
+       int_closed=True, exact=True),
     Op(8, "exp", E, 1, "ExpBackward0", "math.exp(x)", "g * r", saves=("result",), py=math.exp),
     Op(9, "log", E, 1, "LogBackward0", "math.log(x)", "g / x", saves=("self",), py=math.log,
        domain=_POS),
@@ -97,7 +104,7 @@ OPS = (
     Op(11, "expm1", E, 1, "Expm1Backward0", "math.expm1(x)", "g * (r + 1.0)", saves=("result",),
        py=math.expm1),
     Op(12, "sqrt", E, 1, "SqrtBackward0", "math.sqrt(x)", "g / (2.0 * r)", saves=("result",),
-       py=math.sqrt, domain=_POS),
+       py=math.sqrt, domain=_POS, np_fwd=np.sqrt, exact=True),
     Op(13, "rsqrt", E, 1, "RsqrtBackward0", "1.0 / math.sqrt(x)", "-0.5 * g * r * r * r",
        saves=("result",), domain=_POS),
     Op(14, "sin", E, 1, "SinBackward0", "math.sin(x)", "g * math.cos(x)", saves=("self",),
@@ -112,18 +119,19 @@ OPS = (
        saves=("result",)),
     Op(19, "relu", E, 1, "ReluBackward0", "sm.relu(x)", "g * sm.step(r)", saves=("result",)),
     Op(20, "abs", E, 1, "AbsBackward0", "abs(x)", "g * sm.sign(x)", saves=("self",), py=abs,
-       np_fwd=np.abs),
-    Op(21, "sign", E, 1, "SignBackward0", "sm.sign(x)", "0.0 * g", np_fwd=np.sign),
+       np_fwd=np.abs, int_closed=True, exact=True),
+    Op(21, "sign", E, 1, "SignBackward0", "sm.sign(x)", "0.0 * g", np_fwd=np.sign,
+       int_closed=True),
     Op(22, "square", E, 1, "PowBackward0", "x * x", "2.0 * g * x", saves=("self",),
-       np_fwd=np.square),
+       np_fwd=np.square, int_closed=True, exact=True),
     Op(23, "reciprocal", E, 1, "ReciprocalBackward0", "1.0 / x", "-g * r * r", saves=("result",),
-       domain=_POS),
+       domain=_POS, np_fwd=np.reciprocal, exact=True),
     Op(24, "softplus", E, 1, "SoftplusBackward0", "sm.softplus(x)", "g * sm.softplus_grad(x)",
        saves=("self",), domain=(-25.0, 25.0)),
     Op(25, "erf", E, 1, "ErfBackward0", "math.erf(x)", "g * sm.erf_grad(x)", saves=("self",),
        py=math.erf),
     Op(26, "clamp", E, 1, "ClampBackward1", "sm.clamp(x, y, c2)", "g * sm.in_range(x, y, c2)",
-       saves=("self",), np_fwd=np.clip),
+       saves=("self",), np_fwd=np.clip, int_closed=True),
     Op(27, "sinc", E, 1, "SincBackward0", "sm.sinc(x)", "g * sm.sinc_grad(x)", saves=("self",)),
     Op(28, "logit", E, 1, "LogitBackward0", "math.log(x / (1.0 - x))", "sm.logit_grad(x, g)",
        saves=("self",), domain=(0.05, 0.95)),
