@@ -106,3 +106,15 @@ def test_a_failed_guard_in_compiled_code_re_records():
     tr.compile()
     assert tr.grad(tg.tensor(3.0)).item() == np.exp(3.0)
     assert len(tr.records) == 2
+
+
+def test_a_recording_without_one_scalar_output_is_refused_with_a_clear_error():
+    """(It crashed with an IndexError while lowering.)  Unstrict, it stays interpreted."""
+    f = lambda x: x.sin() * x                                   # noqa: E731
+    with pytest.raises(CompileError, match="one scalar output.*shapes \\[\\(3,\\)\\]"):
+        tg.trace(f, tg.tensor([0.1, 0.2, 0.3])).compile()
+    tr = tg.trace(f, tg.tensor([0.1, 0.2, 0.3])).compile(strict=False)
+    x = np.array([0.5, -1.0, 2.0])
+    value, grad = tr.vjp((tg.tensor(x),), tg.ones(3, dtype=tg.float64))
+    np.testing.assert_allclose(value.numpy(), np.sin(x) * x, rtol=1e-15)
+    np.testing.assert_allclose(grad.numpy(), np.cos(x) * x + np.sin(x), rtol=1e-15)

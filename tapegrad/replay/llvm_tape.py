@@ -124,6 +124,9 @@ _KINDS = ("ew", "compare", "gather", "reshape", "stop", "where", "index", "reduc
 
 
 def _check_supported(r):
+    if len(r.outs) != 1 or r.size(r.outs[0]) != 1:
+        raise CompileError("the compiled tier lowers functions of one scalar output (their "
+                           f"gradient); this recording has outputs of shapes {r.out_shapes}")
     total = 0
     for i in r.schedule:
         spec = BY_CODE[int(r.OP[i])]
