@@ -1,0 +1,70 @@
+"""The generated kernels are written at import from the op table: adding an op is a
+table entry (and its helpers), nothing else to run; a read-only install writes them to
+a cache folder of its own."""
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import tapegrad.kernels as kernels
+
+
+def test_a_table_entry_is_all_an_op_needs(tmp_path):
+    """A copy of the package with one more op in its table: at import the kernels are
+    made again, and the op runs eagerly, replayed and in its gradient (3 x^2)."""
+    pkg = tmp_path / "tapegrad"
+    shutil.copytree(os.path.dirname(os.path.dirname(kernels.__file__)), pkg,
+                    ignore=shutil.ignore_patterns("__pycache__", "generated*.py"))
+    table = pkg / "ops" / "table.py"
+    text = table.read_text()
+    entry = '    Op(255, "cube", E, 1, "CubeBackward0", "x * x * x", "3.0 * g * x * x",\n' \
+            '       saves=("self",)),\n    # ---- entries with no inputs'
+    table.write_text(text.replace("    # ---- entries with no inputs", entry, 1))
+    code = textwrap.dedent("""
+        import numpy as np
+        import tapegrad as tg
+        x = tg.tensor([0.5, -2.0, 3.0], requires_grad=True)
+        tg.cube(x).sum().backward()
+        assert np.array_equal(x.grad.numpy(), 3.0 * np.array([0.5, -2.0, 3.0]) ** 2)
+        tr = tg.trace(lambda v: tg.cube(v).sum(), tg.tensor([1.0, 2.0]))
+        value, grad = tr.value_and_grad(tg.tensor([2.0, -1.0]))
+        assert value.item() == 7.0 and grad.numpy().tolist() == [12.0, 3.0]
+        print("ok")
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+    with open(pkg / "kernels" / "generated.py") as f:
+        assert f.readline() == _stamp_of(pkg) and "# cube" in f.read()
+
+
+def _stamp_of(pkg):
+    ops, ker = pkg / "ops", pkg / "kernels"
+    return "# made from sources " + kernels._digest(
+        [ops / "table.py", ops / "scalar_math.py", ops / "rules.py", ker / "codegen.py",
+         ker / "vmath.py"]) + "\n"
+
+
+def test_a_folder_that_cannot_be_written_sends_them_to_a_cache_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    here = kernels._HERE
+    real_write, real_current = kernels._write, kernels._current
+
+    def write(folder, texts):
+        if folder == here:
+            raise PermissionError(folder)
+        real_write(folder, texts)
+
+    monkeypatch.setattr(kernels, "_write", write)
+    monkeypatch.setattr(kernels, "_current", lambda folder, stamp: folder != here and
+                        real_current(folder, stamp))
+    monkeypatch.setattr(kernels, "__path__", list(kernels.__path__))
+    kernels._ensure_generated()
+    folder = kernels.__path__[-1]
+    assert folder.startswith(str(tmp_path))
+    stamp = kernels.sources_stamp()
+    for name in kernels.GENERATED:
+        with open(os.path.join(folder, name)) as f, open(os.path.join(here, name)) as g:
+            assert f.readline() == stamp and f.read() == g.read().split("\n", 1)[1]
