@@ -26,7 +26,7 @@ from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to
 from .tape import current_tape, roomy_tape
 from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording, requires_grad
-from .tracing import traced_entry, traced_result
+from .tracing import traced_entry
 
 _NUMBERS = (float, int, bool)
 
@@ -418,7 +418,7 @@ def _record_compare(code, x, y, r):
             ins.append(-1)
             c = float(v)
     i = t.append(code, ins[0], ins[1], r.astype(np.float64), c=c)
-    return traced_result(r, t, i)
+    return _result(r, t, i, False)          # no gradient
 
 
 for _op in COMPARE_OPS:

@@ -1,14 +1,23 @@
-"""softmax / log_softmax along a dim, recorded as one fused entry of the op table.
+"""softmax, log_softmax and logsumexp along dims, stable: the max along ``dim`` is
+subtracted first (``tapegrad.softmax`` and ``nn.functional``'s are these).
 
-The value is computed with NumPy with the row's max subtracted (stable); the entry's
-extras are (outer, n, inner) for the compiled rules in ``kernels/softmax.py``.
+softmax and log_softmax are one fused entry of the op table each: the value is
+computed with NumPy, the entry's extras are (outer, n, inner) for the compiled rules in
+``kernels/softmax.py``.  logsumexp is composed; its shift is a constant (computed in
+NumPy, never recorded): the result does not depend on it, so neither does the gradient,
+and leaving it out of the graph keeps it exact.  As in PyTorch, logsumexp shifts by 0
+where the max is infinite (so a row of -inf gives -inf), softmax and log_softmax by the
+max itself (such a row gives nan).
 """
 import math
+import warnings
 
 import numpy as np
 
 from .ops.table import CODE
+from .reductions import composite, sum
 from .shape_ops import _out, _wrap_dim
+from .tensor import Tensor, from_array
 
 
 def _value(arr, d, log):
@@ -30,3 +39,72 @@ def fused(input, dim, log):
     value = _value(arr, d, log)
     code = CODE["log_softmax" if log else "softmax"]
     return _out(input, value, lambda t, ia: t.append(code, ia, -1, value, extras))
+
+
+def _quiet():
+    """inf - inf and log(0) are expected here and give what PyTorch gives, silently."""
+    return np.errstate(invalid="ignore", divide="ignore")
+
+
+def _max(input, dims, finite=False):
+    """The max of ``input`` over ``dims`` (kept), a NumPy array; with ``finite``, 0 where
+    it is infinite."""
+    arr = input._arr
+    if arr.size == 0:
+        return np.zeros([1 if d in dims else n for d, n in enumerate(arr.shape)], arr.dtype)
+    m = np.amax(arr, axis=dims, keepdims=True)
+    return np.where(np.isfinite(m), m, 0).astype(arr.dtype) if finite else m
+
+
+def _minus(input, m):
+    """input - m for a constant m broadcast to input's shape first (no expand entry)."""
+    return input - from_array(np.broadcast_to(m, input.shape).copy())
+
+
+def _softmax_dim(input, dim, name):
+    if dim is None:
+        warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the "
+                      "call to include dim=X as an argument.", stacklevel=3)
+        dim = 0 if input.ndim in (0, 1, 3) else 1
+    return _wrap_dim(dim, input.ndim)
+
+
+def _cast(input, dtype):
+    return input if dtype is None else input.to(dtype)
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """One fused entry of the op table (``SoftmaxBackward0``)."""
+    input = _cast(input, dtype)
+    return fused(input, _softmax_dim(input, dim, "softmax"), log=False)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """One fused entry of the op table (``LogSoftmaxBackward0``)."""
+    input = _cast(input, dtype)
+    return fused(input, _softmax_dim(input, dim, "log_softmax"), log=True)
+
+
+def logsumexp(input, dim, keepdim=False):
+    dims = tuple(sorted({_wrap_dim(k, input.ndim)
+                         for k in (dim if isinstance(dim, (tuple, list)) else (dim,))}))
+    if input.ndim == 0:
+        dims = None
+    elif not dims:                    # dim=(): all dims
+        dims = tuple(range(input.ndim))
+
+    def body():
+        m = _max(input, dims or (), finite=True)
+        out = sum(_minus(input, m).exp(), dims, keepdim=True).log() + from_array(m)
+        return out.squeeze(dims) if dims and not keepdim else out
+    with _quiet():
+        return composite("LogsumexpBackward0", body, input)
+
+
+def _install():
+    Tensor.softmax = lambda self, dim, dtype=None: softmax(self, dim, dtype=dtype)
+    Tensor.log_softmax = lambda self, dim, dtype=None: log_softmax(self, dim, dtype=dtype)
+    Tensor.logsumexp = logsumexp
+
+
+_install()

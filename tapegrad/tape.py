@@ -341,26 +341,9 @@ class Tape:
         STATE.tape = self._prev.pop()
         return False
 
-    # -- showing (tables are built by tapegrad.viz) --------------------------------------
-    def rows(self, op=None, output=None, limit=None):
-        """The entries as dicts (index, op, node, inputs, shape, value, source), all or
-        those of one op name and/or those the tensor ``output`` depends on."""
-        from .viz import tape_rows
-        return tape_rows(self, op=op, output=output, limit=limit)
-
-    def to_pandas(self, op=None, output=None):
-        from .viz import to_pandas
-        return to_pandas(self, op=op, output=output)
-
+    # -- showing: tapegrad.viz adds the tables (rows, to_pandas, the text and notebook views)
     def __repr__(self):
-        from .viz import rows_text
-        return f"<Tape {self.uid}: {self.next} entries>\n" + rows_text(self.rows(limit=20),
-                                                                       self.next)
-
-    def _repr_html_(self):
-        from .viz import rows_html
-        return (f"<p>Tape {self.uid}: {self.next} entries</p>"
-                + rows_html(self.rows(limit=200), self.next))
+        return f"<Tape {self.uid}: {self.next} entries>"
 
 
 # -- observers of recording: anomaly mode's source locations, saved_tensors_hooks --------

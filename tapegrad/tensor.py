@@ -17,6 +17,7 @@ import numpy as np
 
 from . import dtypes, tracing
 from .grad_mode import STATE
+from .ops.table import CODE
 from .tape import current_tape
 
 
@@ -161,7 +162,8 @@ class Tensor:
     # -- conversions -----------------------------------------------------------------
     def detach(self):
         if STATE.trace is not None and tracing.traced_entry(self) is not None:
-            return tracing.record_detach(self)
+            t, d = STATE.trace.tape, self._d      # a copy that a replay recomputes
+            return _result(d, t, t.append(CODE["detach"], self._i, -1, d), False)
         return _leaf(self._d, False, self._inference)
 
     def detach_(self):
@@ -290,7 +292,7 @@ class Tensor:
         return register_post_accumulate_grad_hook(self, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd.engine import backward
+        from .autograd.entry_points import backward
         backward([self], None if gradient is None else [gradient], retain_graph, create_graph,
                  inputs)
 

@@ -39,20 +39,3 @@ def note(kind, x, data):
         f = sys._getframe(2)
         STATE.trace.guards.append((kind, e, tuple(float(v) for v in data),
                                    (f.f_code.co_filename, f.f_lineno)))
-
-
-def traced_result(d, t, i):
-    """A tensor recorded as entry i of the traced tape that carries no gradient (a
-    comparison, a detached value): on the tape for replay, not differentiable."""
-    from .tensor import _new, Tensor
-    o = _new(Tensor)
-    o._d, o._t, o._tid, o._i, o._rg = d, t, t.uid, i, False
-    return o
-
-
-def record_detach(x):
-    from .ops.table import CODE
-    t = STATE.trace.tape
-    d = x._d
-    i = t.append(CODE["detach"], x._i, -1, d)
-    return traced_result(d, t, i)

@@ -2,7 +2,7 @@
 from . import anomaly, forward_ad, function, functional, graph  # noqa: F401
 from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled,
                       set_detect_anomaly)
-from .engine import backward, grad
+from .entry_points import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import gradcheck, gradgradcheck
 

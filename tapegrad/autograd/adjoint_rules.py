@@ -76,15 +76,16 @@ class _TensorRules(Walker):
         return self.select(c, then(), other())
 
     def select(self, c, a, b):
-        import tapegrad as tg
+        from ..elementwise import where
+        from ..factories import tensor
         if not _is_tensor(a) and not _is_tensor(b):
-            a = tg.tensor(a, dtype=self.dtype)
-        return tg.where(c, a, b)
+            a = tensor(a, dtype=self.dtype)
+        return where(c, a, b)
 
     def _op(self, name, args):
-        import tapegrad as tg
+        from ..elementwise import FUNCTIONS
         if any(_is_tensor(v) for v in args):
-            return getattr(tg, name)(*args)
+            return FUNCTIONS[name](*args)
         return ew_fwd(CODE[name], float(args[0]), float(args[-1]), 0.0)  # the compiled rule
 
     def math(self, name, args):
@@ -137,7 +138,8 @@ def _offsets(shape, strides, base=0):
 def scatter_add(g, src, n_in, in_shape):
     """The transpose of a gather: result element j sums the elements k of ``g`` with
     ``src[k] == j``, recorded as an index entry (and a sum where targets repeat)."""
-    import tapegrad as tg
+    from ..factories import zeros
+    from ..shape_ops import cat
     src = np.asarray(src, np.int64)
     n_out = src.size
     counts = np.bincount(src, minlength=n_in)
@@ -152,7 +154,7 @@ def scatter_add(g, src, n_in, in_shape):
     rank = np.arange(n_out) - starts[src[order]]
     P = np.full((n_in, m), n_out, np.int64)          # n_out: the zero pad
     P[src[order], rank] = order
-    ext = tg.cat([flat, tg.zeros(1, dtype=g.dtype)])
+    ext = cat([flat, zeros(1, dtype=g.dtype)])
     picked = ext[P.reshape(-1)].reshape(n_in, m)
     return (picked.sum(1) if m > 1 else picked.reshape(-1)).reshape(in_shape)
 
@@ -171,25 +173,25 @@ class Scattered:
 
 def gathered(pieces, n_in, in_shape):
     """The sum of ``Scattered`` pieces into a buffer of ``in_shape``."""
-    import tapegrad as tg
+    from ..shape_ops import cat, stack
     if len(pieces) == 1:
         return scatter_add(pieces[0].g, pieces[0].src, n_in, in_shape)
     if all(p.g.ndim == 0 for p in pieces):
-        g = tg.stack([p.g for p in pieces])
+        g = stack([p.g for p in pieces])
     else:
-        g = tg.cat([p.g.reshape(-1) for p in pieces])
+        g = cat([p.g.reshape(-1) for p in pieces])
     return scatter_add(g, np.concatenate([p.src for p in pieces]), n_in, in_shape)
 
 
 def where(i, g, h):
-    import tapegrad as tg
+    from .. import elementwise
     mask = h.value(int(h.extras(i)[0])) != 0.0
     a, b = h.A[i], h.B[i]
     out = []
     if _wants(h, a):
-        out.append((a, tg.where(mask, g, 0.0)))
+        out.append((a, elementwise.where(mask, g, 0.0)))
     if _wants(h, b):
-        out.append((b, tg.where(mask, 0.0, g)))
+        out.append((b, elementwise.where(mask, 0.0, g)))
     return out
 
 

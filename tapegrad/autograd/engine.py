@@ -1,16 +1,21 @@
-"""The engine: seed output adjoints, run the compiled sweep, deliver gradients.
+"""The engine: seed output adjoints, run the compiled sweep, hand gradients upward.
 
 A backward may span several tapes (a tensor of an older tape used on a newer one is an
 ``external`` source entry there): tapes are swept newest first, and the adjoint that
-reaches an external entry seeds the tensor's own tape.  Each leaf entry reached hands
-its gradient to AccumulateGrad, which adds it into ``.grad``.  Matrix products past
-``HOST_MIN_MACS`` are host entries: the sweep stops there, NumPy's BLAS computes their
-adjoints on views of the arenas, and the sweep resumes below them.
+reaches an external entry seeds the tensor's own tape.  ``run`` returns the (leaf,
+gradient) pairs it reached; ``autograd.backward`` hands them to AccumulateGrad.  Matrix
+products past ``HOST_MIN_MACS`` are host entries: the sweep stops there, NumPy's BLAS
+computes their adjoints on views of the arenas, and the sweep resumes below them.
+
+The engine works on tapes, arrays and entry indices and imports nothing above it.
+What runs Python of the autograd layer during a sweep (a retained tensor's
+AccumulateGrad, hooks, custom Functions' hooks, anomaly checks, saved-tensor hooks, the
+``create_graph`` sweep, the inputs of an entry for tools that watch) is reached through
+``CALLBACKS``, which ``tapegrad.autograd`` fills at import.
 """
 import re
 import sys
 import threading
-import warnings
 
 import numpy as np
 
@@ -18,15 +23,22 @@ from .. import tape as tp
 from ..ops.table import BY_CODE
 from ..kernels import fused
 from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep
-from . import anomaly
-from .graph import _inputs as _graph_inputs
-from .hooks import apply_hooks, run_hooks
-from .node_hooks import (accumulate_hooks, accumulate_post_hooks, at_hook,
-                         function_output_hooks)
-from .saved_hooks import drop_consumed, saved_slots
-from ..tensor import Tensor, _leaf, _new, _norm
 
-_ACCUMULATE = threading.RLock()
+
+class Callbacks:
+    """The autograd layer's Python, as the engine calls it (set by tapegrad.autograd)."""
+    accumulate = None             # (tensor, gradient): AccumulateGrad of a retained tensor
+    at_hook = None                # (t, i, G, live, resume) -> (top, done): hooks of entry i
+    function_output_hooks = None  # (t, group, G, live): hooks on a custom Function's outputs
+    checking_nan = None           # () -> bool: anomaly mode's NaN check is on
+    raise_nan = None              # (t, i, G): anomaly mode's error if entry i sent a NaN
+    saved_slots = None            # (t, i) -> [(what, buffer, shown)]: what entry i saved
+    drop_consumed = None          # (t, live): saved_tensors_hooks' packed values let go
+    inputs_of = None              # (t, i) -> buffers: an entry's inputs (graph views)
+    recorded_sweep = None         # create_graph's sweep_tape (tensor adjoints)
+
+
+CALLBACKS = Callbacks()
 HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
 NO_FUSION = 1 << 62       # anomaly mode checks each entry's adjoints: no fused runs
 RUN_CHUNK = 4096          # entries of a run swept by one fused call, at most
@@ -36,47 +48,6 @@ _POOL = threading.local()
 SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
               for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
-CYCLE_WARNING = (
-    "Using backward() with create_graph=True will create a reference cycle between the "
-    "parameter and its gradient which can cause a memory leak. We recommend using "
-    "autograd.grad when creating the graph to avoid this. If you have to use this function, "
-    "make sure to reset the .grad fields of your parameters to None after use to break the "
-    "cycle and avoid the leak.")
-
-
-def _as_tuple(x):
-    if x is None:
-        return ()
-    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
-
-
-def _seeds(outputs, grad_outputs, what="grad_output"):
-    """Validated seed arrays for ``outputs`` (PyTorch's messages)."""
-    grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
-    if len(grads) != len(outputs):
-        raise RuntimeError(f"{what} should be a sequence of length {len(outputs)}, "
-                           f"but got {len(grads)}")
-    seeds = []
-    for k, (out, g) in enumerate(zip(outputs, grads)):
-        if not isinstance(out, Tensor):
-            raise TypeError(f"expected Tensor as element {k} in argument 0, "
-                            f"but got {type(out).__name__}")
-        if not out._rg:
-            raise RuntimeError(f"element {k} of tensors does not require grad and does not "
-                               "have a grad_fn")
-        if g is None:
-            if out.numel() != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            seeds.append(np.ones(out.shape))
-            continue
-        garr = np.asarray(g._arr if isinstance(g, Tensor) else g, dtype=np.float64)
-        if garr.shape != tuple(out.shape):
-            from ..tensor import Size
-            raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of "
-                               f"{Size(garr.shape)!r} and output[{k}] has a shape of "
-                               f"{out.shape!r}.")
-        seeds.append(garr)
-    return seeds
 
 
 def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=False):
@@ -86,9 +57,7 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
     where not reached).  Gradients are floats for 0-d float64 leaves, else float64
     arrays; with ``create_graph`` (seeds are tensors) they are tensors whose computation
     is recorded (``recorded_backward``)."""
-    sweep_tape = _sweep_tape
-    if create_graph:
-        from .recorded_backward import sweep_tape
+    sweep_tape = CALLBACKS.recorded_sweep if create_graph else _sweep_tape
     want_at = {}                      # (tape uid, entry) -> position in wanted
     for k, w in enumerate(wanted):
         if w._t is not None:
@@ -137,12 +106,12 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None):
         if status == CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
         if status == NAN:
-            _raise_nan(t, i, G)
+            CALLBACKS.raise_nan(t, i, G)
         if status == HOOK:             # hooks wait for entry i's gradient
-            top, done = at_hook(t, i, G, live, lambda e: _run(
+            top, done = CALLBACKS.at_hook(t, i, G, live, lambda e: _run(
                 e, e, t, G, live, scratch, omap, check_nan, e))
             if check_nan and done < 0:
-                _raise_nan(t, i, G)
+                CALLBACKS.raise_nan(t, i, G)
             continue
         if t.OP[i] == _FUNCTION:       # a custom Function: its backward in Python
             top = _host_function(t, i, G, live)
@@ -150,7 +119,7 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None):
             host_matmul(t, i, G)
             top = i - 1
         if check_nan:
-            _raise_nan(t, i, G)
+            CALLBACKS.raise_nan(t, i, G)
     return top
 
 
@@ -239,7 +208,7 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
         G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)
     scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
     omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
-    args = (t, G, live, scratch, omap, anomaly.checking_nan())
+    args = (t, G, live, scratch, omap, CALLBACKS.checking_nan())
     if observe is None:
         _run(top, 0, *args, fuse=fuse)
     else:                                     # one entry at a time, for tools that watch
@@ -248,7 +217,7 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
             if not live[i] or tp.LEAF <= t.OP[i] <= tp.EXTERNAL:
                 i -= 1
                 continue
-            ins = list(dict.fromkeys(b for b in _graph_inputs(t, i) if b >= 0))
+            ins = list(dict.fromkeys(b for b in CALLBACKS.inputs_of(t, i) if b >= 0))
             before = [G[OFF[b]:OFF[b] + t.size(b)].copy() for b in ins]
             incoming = G[OFF[i]:OFF[i] + t.size(i)].copy()
             nxt = _run(i, i, *args)
@@ -288,7 +257,7 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
                 pending.setdefault(src._t.uid, []).append((src._i, np.array(g)))
     for e, x in t.retained.items():
         if live[e]:
-            _accumulate(x, adjoint(e, x.shape))
+            CALLBACKS.accumulate(x, adjoint(e, x.shape))
     for (uid, e), k in want_at.items():
         if uid == t.uid and live[e]:
             g = adjoint(e, t.shape(e)).copy()
@@ -313,7 +282,7 @@ def modified_saved_error(t, live, n):
                                            | ((A >= 0) & (A2 == entry))
                                            | ((B >= 0) & (B2 == entry)))
         if any(entry in (j, shown) for i in np.flatnonzero(near)
-               for _, j, shown in saved_slots(t, int(i))):
+               for _, j, shown in CALLBACKS.saved_slots(t, int(i))):
             x = ref()
             what = "a tensor"
             if x is not None:
@@ -332,20 +301,12 @@ def modified_saved_error(t, live, n):
     return None
 
 
-def _raise_nan(t, i, G):
-    """Anomaly mode: raise PyTorch's error if entry i left a NaN in an input's adjoint."""
-    k = anomaly.nan_in_adjoints(t, i, G)
-    if k is not None:
-        from .graph import node_of
-        raise anomaly.nan_error(t, i, k, node_of(t, i).name())
-
-
 def _host_function(t, i, G, live):
     """Run the backward of the custom Function whose outputs include entry ``i``; add
     its gradients into the inputs' adjoints.  Returns where the sweep resumes."""
     group = t.functions[i]
     OFF = t.OFF
-    function_output_hooks(t, group, G, live)
+    CALLBACKS.function_output_hooks(t, group, G, live)
     grads = []
     for e, _, _, _ in group.outputs:
         size = t.size(e)
@@ -384,114 +345,9 @@ def consume_swept(t, live):
     if n < t.next:          # entries recorded since the sweep (create_graph's) stay
         live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
     if t.packed:
-        drop_consumed(t, live)
+        CALLBACKS.drop_consumed(t, live)
     if consume(t.next, t.OP, t.FLAGS, live) == 0:
         t.release()
     tp.replace_default(t)
 
 
-def _accumulate(x, g):
-    """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype
-    (after the leaf's tensor hooks and AccumulateGrad prehooks, if it has any); returns
-    the gradient added."""
-    extra = x.__dict__
-    if extra and "_hooks" in extra:
-        g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np,
-                      accumulate_hooks(extra))
-    old = x.grad
-    d = x._d
-    if d.__class__ is float:           # the scalar path: one float, one new tensor
-        if old is None:
-            o = _new(Tensor)
-            o._d, o._t, o._tid, o._i, o._rg = float(g), None, 0, -1, False
-            x.grad = o
-        else:
-            old._d = old._d + g
-        return g
-    if old is None:
-        x.grad = _leaf(_norm(np.array(g, d.dtype)))        # always a copy: g may view G
-    else:
-        old._d = _norm(np.asarray(old._arr + g, d.dtype))
-    return g
-
-
-def accumulate_recorded(x, g):
-    """AccumulateGrad under ``create_graph``: ``.grad`` becomes a tensor with a history
-    (out of place, so an earlier ``.grad`` keeps its own)."""
-    extra = x.__dict__
-    if extra and "_hooks" in extra:
-        g = apply_hooks(extra["_hooks"], g, accumulate_hooks(extra))
-    if g.dtype != x.dtype:
-        g = g.to(x.dtype)
-    x.grad = g if x.grad is None else x.grad + g
-    return g
-
-
-def _prepare(outputs, grad_outputs, create_graph):
-    seeds = _seeds(outputs, grad_outputs)
-    if create_graph:
-        from .recorded_backward import seeds_as_tensors
-        seeds = seeds_as_tensors(grad_outputs, seeds)
-    return seeds
-
-
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None,
-             grad_variables=None):
-    """``tapegrad.autograd.backward``: accumulate d(tensors)/d(leaves) into ``.grad``."""
-    outputs = _as_tuple(tensors)
-    seeds = _prepare(outputs, grad_tensors, create_graph)
-    if retain_graph is None:
-        retain_graph = create_graph
-    accumulate = accumulate_recorded if create_graph else _accumulate
-    inputs = _as_tuple(inputs)
-    if inputs:
-        _, found = run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
-        with _ACCUMULATE:
-            for x, g in zip(inputs, found):
-                if g is not None:
-                    accumulate(x, g)
-        return
-    if create_graph:
-        warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=3)
-    deliveries, _ = run(outputs, seeds, retain_graph, create_graph=create_graph)
-    with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
-        for leaf, g in deliveries:
-            if leaf._rg:
-                g = accumulate(leaf, g)
-                extra = leaf.__dict__
-                if "_post_hooks" in extra:
-                    for fn in list(extra["_post_hooks"].values()):
-                        fn(leaf)
-                    acc = accumulate_hooks(extra)
-                    if acc is not None:
-                        accumulate_post_hooks(acc, g)
-
-
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    """``tapegrad.autograd.grad``: the gradients of ``outputs`` w.r.t. ``inputs``."""
-    outputs = _as_tuple(outputs)
-    inputs = _as_tuple(inputs)
-    if allow_unused is None:
-        allow_unused = materialize_grads
-    for x in inputs:
-        if not isinstance(x, Tensor) or not x._rg:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
-    seeds = _prepare(outputs, grad_outputs, create_graph)
-    if retain_graph is None:
-        retain_graph = create_graph
-    _, found = run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
-    result = []
-    for x, g in zip(inputs, found):
-        if g is None:
-            if not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been "
-                                   "used in the graph. Set allow_unused=True if this is the "
-                                   "desired behavior.")
-            result.append(_leaf(_norm(np.zeros(x.shape, x.dtype.np))) if materialize_grads
-                          else None)
-        elif create_graph:
-            result.append(g if g.dtype == x.dtype else g.to(x.dtype))
-        else:
-            result.append(_leaf(_norm(np.asarray(g, x.dtype.np))))
-    return tuple(result)

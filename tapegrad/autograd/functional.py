@@ -14,7 +14,7 @@ from ..grad_mode import enable_grad
 from ..tape import Tape
 from ..tensor import Tensor, from_array
 from . import sweeps
-from .engine import grad as _grad
+from .entry_points import grad as _grad
 
 
 def _as_tuple(x, arg_name, fn_name):
@@ -220,7 +220,7 @@ def _blocks(t, outs, xs, create_graph, strict, forward):
 def _blocks_by_grad(outs, xs, create_graph, strict):
     """The general path: one ``grad`` per output element (hooks, custom Functions,
     create_graph)."""
-    import tapegrad as tg
+    from ..shape_ops import stack
     res = []
     for o in outs:
         rows = [[] for _ in xs]
@@ -230,7 +230,7 @@ def _blocks_by_grad(outs, xs, create_graph, strict):
                         allow_unused=True) if o.requires_grad else [None] * len(xs))
             for j, g in enumerate(_fill_zeros(gs, xs, strict)):
                 rows[j].append(g)
-        res.append(tuple(tg.stack(r).reshape(tuple(o.shape) + tuple(x.shape)) if r else
+        res.append(tuple(stack(r).reshape(tuple(o.shape) + tuple(x.shape)) if r else
                          from_array(np.zeros(tuple(o.shape) + tuple(x.shape)))
                          for r, x in zip(rows, xs)))
     return tuple(res)

@@ -22,7 +22,7 @@ import numpy as np
 from ..grad_mode import no_grad
 from ..tensor import Tensor, from_array
 from . import forward_ad
-from .engine import grad
+from .entry_points import grad
 from .function import Function
 from .graph import Node
 

@@ -150,7 +150,7 @@ class _Arrival:
     __slots__ = ("t", "want_at", "found", "accumulate")
 
     def __init__(self, t, want_at, found):
-        from .engine import accumulate_recorded
+        from .entry_points import accumulate_recorded
         self.t, self.want_at, self.found = t, want_at, found
         self.accumulate = accumulate_recorded
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops.table import BY_CODE, CODE
-from ..tape import HIDDEN, LOCATIONS
+from ..tape import HIDDEN, LOCATIONS, Tape
 
 COLUMNS = ("index", "op", "node", "inputs", "output", "shape", "dtype", "value", "source")
 _FUNCTION, _TO_COPY = CODE["function"], CODE["to_copy"]
@@ -217,3 +217,28 @@ class TapeTable:
     def to_pandas(self):
         import pandas as pd      # optional dependency
         return pd.DataFrame(self.rows, columns=list(COLUMNS))
+
+
+def _install():
+    """The tape's tables, as methods of ``Tape`` (the tape itself knows no viz)."""
+    def rows(self, op=None, output=None, limit=None):
+        """The entries as dicts (index, op, node, inputs, shape, value, source), all or
+        those of one op name and/or those the tensor ``output`` depends on."""
+        return tape_rows(self, op=op, output=output, limit=limit)
+
+    def tape_to_pandas(self, op=None, output=None):
+        return to_pandas(self, op=op, output=output)
+
+    def text(self):
+        return f"<Tape {self.uid}: {self.next} entries>\n" + rows_text(self.rows(limit=20),
+                                                                       self.next)
+
+    def notebook(self):
+        return (f"<p>Tape {self.uid}: {self.next} entries</p>"
+                + rows_html(self.rows(limit=200), self.next))
+
+    Tape.rows, Tape.to_pandas, Tape.__repr__, Tape._repr_html_ = rows, tape_to_pandas, text, \
+        notebook
+
+
+_install()

@@ -3,7 +3,7 @@ ops (numerically stable forms; each shows as PyTorch's Node in graph views)."""
 from .activation import gelu, leaky_relu, relu, sigmoid, softplus, tanh
 from .layers import dropout, linear
 from .loss import binary_cross_entropy_with_logits, cross_entropy, mse_loss, nll_loss
-from .softmax import log_softmax, logsumexp, softmax
+from ...softmax_ops import log_softmax, logsumexp, softmax
 
 __all__ = ["binary_cross_entropy_with_logits", "cross_entropy", "dropout", "gelu",
            "leaky_relu", "linear", "log_softmax", "logsumexp", "mse_loss", "nll_loss", "relu",

@@ -7,7 +7,7 @@ import numpy as np
 from ...reductions import composite, sum
 from ...tensor import from_array
 from .activation import _softplus
-from .softmax import log_softmax
+from ...softmax_ops import log_softmax
 
 _REDUCTIONS = ("none", "mean", "sum")
 

@@ -1,0 +1,187 @@
+"""``tapegrad.autograd.backward`` and ``grad``: PyTorch's entry points over the engine.
+
+They validate and seed the outputs, let ``engine.run`` sweep the tapes, and hand the
+gradients it returns to AccumulateGrad (``.grad``, with the leaves' hooks) or return
+them as tensors.  This module also fills the engine's ``CALLBACKS``: the Python of the
+autograd layer that a sweep runs (AccumulateGrad of retained tensors, hooks, anomaly
+checks, saved-tensor hooks, the ``create_graph`` sweep).
+"""
+import threading
+import warnings
+
+import numpy as np
+
+from ..tensor import Size, Tensor, _leaf, _new, _norm
+from . import anomaly, engine
+from .graph import _inputs, node_of
+from .hooks import apply_hooks, run_hooks
+from .node_hooks import accumulate_hooks, accumulate_post_hooks, at_hook, function_output_hooks
+from .recorded_backward import seeds_as_tensors, sweep_tape
+from .saved_hooks import drop_consumed, saved_slots
+
+_ACCUMULATE = threading.RLock()
+CYCLE_WARNING = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using "
+    "autograd.grad when creating the graph to avoid this. If you have to use this function, "
+    "make sure to reset the .grad fields of your parameters to None after use to break the "
+    "cycle and avoid the leak.")
+
+
+def _as_tuple(x):
+    if x is None:
+        return ()
+    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
+
+
+def _seeds(outputs, grad_outputs, what="grad_output"):
+    """Validated seed arrays for ``outputs`` (PyTorch's messages)."""
+    grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"{what} should be a sequence of length {len(outputs)}, "
+                           f"but got {len(grads)}")
+    seeds = []
+    for k, (out, g) in enumerate(zip(outputs, grads)):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 0, "
+                            f"but got {type(out).__name__}")
+        if not out._rg:
+            raise RuntimeError(f"element {k} of tensors does not require grad and does not "
+                               "have a grad_fn")
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            seeds.append(np.ones(out.shape))
+            continue
+        garr = np.asarray(g._arr if isinstance(g, Tensor) else g, dtype=np.float64)
+        if garr.shape != tuple(out.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{k}] has a shape of "
+                               f"{Size(garr.shape)!r} and output[{k}] has a shape of "
+                               f"{out.shape!r}.")
+        seeds.append(garr)
+    return seeds
+
+
+def _accumulate(x, g):
+    """AccumulateGrad: add ``g`` (a float or a float64 array) into ``x.grad``, in x's dtype
+    (after the leaf's tensor hooks and AccumulateGrad prehooks, if it has any); returns
+    the gradient added."""
+    extra = x.__dict__
+    if extra and "_hooks" in extra:
+        g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np,
+                      accumulate_hooks(extra))
+    old = x.grad
+    d = x._d
+    if d.__class__ is float:           # the scalar path: one float, one new tensor
+        if old is None:
+            o = _new(Tensor)
+            o._d, o._t, o._tid, o._i, o._rg = float(g), None, 0, -1, False
+            x.grad = o
+        else:
+            old._d = old._d + g
+        return g
+    if old is None:
+        x.grad = _leaf(_norm(np.array(g, d.dtype)))        # always a copy: g may view G
+    else:
+        old._d = _norm(np.asarray(old._arr + g, d.dtype))
+    return g
+
+
+def accumulate_recorded(x, g):
+    """AccumulateGrad under ``create_graph``: ``.grad`` becomes a tensor with a history
+    (out of place, so an earlier ``.grad`` keeps its own)."""
+    extra = x.__dict__
+    if extra and "_hooks" in extra:
+        g = apply_hooks(extra["_hooks"], g, accumulate_hooks(extra))
+    if g.dtype != x.dtype:
+        g = g.to(x.dtype)
+    x.grad = g if x.grad is None else x.grad + g
+    return g
+
+
+def _prepare(outputs, grad_outputs, create_graph):
+    seeds = _seeds(outputs, grad_outputs)
+    if create_graph:
+        seeds = seeds_as_tensors(grad_outputs, seeds)
+    return seeds
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None,
+             grad_variables=None):
+    """``tapegrad.autograd.backward``: accumulate d(tensors)/d(leaves) into ``.grad``."""
+    outputs = _as_tuple(tensors)
+    seeds = _prepare(outputs, grad_tensors, create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    accumulate = accumulate_recorded if create_graph else _accumulate
+    inputs = _as_tuple(inputs)
+    if inputs:
+        _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
+        with _ACCUMULATE:
+            for x, g in zip(inputs, found):
+                if g is not None:
+                    accumulate(x, g)
+        return
+    if create_graph:
+        warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=3)
+    deliveries, _ = engine.run(outputs, seeds, retain_graph, create_graph=create_graph)
+    with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
+        for leaf, g in deliveries:
+            if leaf._rg:
+                g = accumulate(leaf, g)
+                extra = leaf.__dict__
+                if "_post_hooks" in extra:
+                    for fn in list(extra["_post_hooks"].values()):
+                        fn(leaf)
+                    acc = accumulate_hooks(extra)
+                    if acc is not None:
+                        accumulate_post_hooks(acc, g)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """``tapegrad.autograd.grad``: the gradients of ``outputs`` w.r.t. ``inputs``."""
+    outputs = _as_tuple(outputs)
+    inputs = _as_tuple(inputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    for x in inputs:
+        if not isinstance(x, Tensor) or not x._rg:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    seeds = _prepare(outputs, grad_outputs, create_graph)
+    if retain_graph is None:
+        retain_graph = create_graph
+    _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
+    result = []
+    for x, g in zip(inputs, found):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+            result.append(_leaf(_norm(np.zeros(x.shape, x.dtype.np))) if materialize_grads
+                          else None)
+        elif create_graph:
+            result.append(g if g.dtype == x.dtype else g.to(x.dtype))
+        else:
+            result.append(_leaf(_norm(np.asarray(g, x.dtype.np))))
+    return tuple(result)
+
+
+def _raise_nan(t, i, G):
+    """Anomaly mode: raise PyTorch's error if entry i left a NaN in an input's adjoint."""
+    k = anomaly.nan_in_adjoints(t, i, G)
+    if k is not None:
+        raise anomaly.nan_error(t, i, k, node_of(t, i).name())
+
+
+def _register():
+    cb = engine.CALLBACKS
+    cb.accumulate, cb.at_hook, cb.function_output_hooks = _accumulate, at_hook, \
+        function_output_hooks
+    cb.checking_nan, cb.raise_nan = anomaly.checking_nan, _raise_nan
+    cb.saved_slots, cb.drop_consumed, cb.inputs_of = saved_slots, drop_consumed, _inputs
+    cb.recorded_sweep = sweep_tape
+
+
+_register()

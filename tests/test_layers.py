@@ -1,0 +1,100 @@
+"""Layers only look down: every import in ``tapegrad/``, function-level ones included,
+goes to a module of the same layer or a lower one.
+
+    base (grad modes, dtypes) <- op table <- tape <- kernels <- engine
+        <- Tensor / API (tensors, ops, autograd, replay) <- tools (viz, nn, optim)
+        <- the package root (``tapegrad/__init__``, which re-exports everything, as
+           ``torch`` does)
+
+Within a layer imports may go either way (Tensor <-> autograd is the one circle).  The
+engine reaches the autograd layer's Python only through the callbacks that layer
+registers (``engine.CALLBACKS``).
+"""
+import ast
+import os
+
+import tapegrad
+
+ROOT = os.path.dirname(tapegrad.__file__)
+LAYERS = [
+    ("base", ["tapegrad.grad_mode", "tapegrad.dtypes"]),
+    ("op table", ["tapegrad.ops"]),
+    ("tape", ["tapegrad.tape", "tapegrad.record", "tapegrad.tracing"]),
+    ("kernels", ["tapegrad.kernels"]),
+    ("engine", ["tapegrad.autograd.engine", "tapegrad.autograd.sweeps"]),
+    ("api", ["tapegrad.tensor", "tapegrad.elementwise", "tapegrad.shape_ops",
+             "tapegrad.reductions", "tapegrad.linalg", "tapegrad.factories",
+             "tapegrad.inplace", "tapegrad.softmax_ops", "tapegrad.autograd",
+             "tapegrad.replay"]),
+    ("tools", ["tapegrad.viz", "tapegrad.nn", "tapegrad.optim"]),
+    ("root", ["tapegrad"]),
+]
+def layer(module):
+    """The layer of a module: the longest prefix listed."""
+    best = None
+    for k, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and \
+                    (best is None or len(p) > len(best[1])):
+                best = (k, p)
+    assert best is not None, f"{module} has no layer: add it to LAYERS"
+    return best[0]
+
+
+def _modules():
+    for folder, _, files in os.walk(ROOT):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                rel = os.path.relpath(path, os.path.dirname(ROOT))[:-3].replace(os.sep, ".")
+                yield (rel[:-len(".__init__")] if rel.endswith(".__init__") else rel), path
+
+
+def _is_module(name):
+    base = os.path.join(os.path.dirname(ROOT), *name.split("."))
+    return os.path.isdir(base) or os.path.exists(base + ".py")
+
+
+def imports(module, path):
+    """The tapegrad modules ``module`` imports (``from X import Y``: Y where Y is a
+    module, else X), with their line numbers."""
+    package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+    with open(path) as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                yield (sub if _is_module(sub) else base), node.lineno
+
+
+def upward():
+    found = {}
+    for module, path in _modules():
+        for target, line in imports(module, path):
+            if target.split(".")[0] == "tapegrad" and layer(target) > layer(module):
+                found.setdefault((module, target), line)
+    return found
+
+
+def test_imports_only_look_down():
+    found = upward()
+    assert not found, "imports that run up the layer map: " + ", ".join(
+        f"{m} (line {line}) -> {t}" for (m, t), line in sorted(found.items()))
+
+
+def test_the_checker_sees_function_level_and_relative_imports(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("def f():\n    from ..viz import drawing\n    import tapegrad.nn\n")
+    got = dict(imports("tapegrad.kernels.m", str(src)))
+    assert got == {"tapegrad.viz.drawing": 2, "tapegrad.nn": 3}
+    assert layer("tapegrad.viz.drawing") > layer("tapegrad.kernels.m")
