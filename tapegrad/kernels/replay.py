@@ -9,105 +9,17 @@ three for many points at once, in parallel over the points.
 import numpy as np
 from numba import njit, prange
 
-from .generated import (REDUCE_FIRST, REDUCE_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAST, GATHER_FIRST,
-                        GATHER_LAST, HOST_FIRST, HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST,
-                        MATMUL_LAST, OP_AMAX, OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_PROD,
-                        OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST,
-                        STOP_LAST, cmp_fwd, ew_fwd)
-from . import softmax
-from .reverse import DONE, HOST, extras_at, offsets, reduce_map, size_of, sweep
+from . import matmul, reduce, softmax, structural
+from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAST, GATHER_FIRST,
+                        HOST_FIRST, HOST_LAST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_WHERE,
+                        REDUCE_FIRST, REDUCE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST,
+                        SOURCE_LAST, STOP_FIRST, STOP_LAST, cmp_fwd, ew_fwd)
+from .layout import extras_at, size_of
+from .reverse import DONE, HOST, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
 # guard kinds: a value equals what the recording saw; a truth value; an argmax / argmin
 G_EQUAL, G_TRUTH, G_ARGMAX, G_ARGMIN = 0, 1, 2, 3
-
-
-@njit(**_JIT)
-def _reduce(i, op, A, OFF, META, IAUX, V, omap):
-    nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
-    o = omap
-    if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:
-        for j in range(nout):
-            V[oi + j] = 0.0
-        for k in range(nin):
-            V[oi + o[k]] += V[oa + k]
-        if op == OP_MEAN or op == OP_MEAN_DIM:
-            scale = nout / nin
-            for j in range(nout):
-                V[oi + j] *= scale
-    elif op == OP_PROD or op == OP_PROD_DIM:
-        for j in range(nout):
-            V[oi + j] = 1.0
-        for k in range(nin):
-            V[oi + o[k]] *= V[oa + k]
-    else:
-        big = op == OP_AMAX or op == OP_MAX_ALL
-        for j in range(nout):
-            V[oi + j] = -np.inf if big else np.inf
-        for k in range(nin):
-            x = V[oa + k]
-            cur = V[oi + o[k]]
-            if x != x or (x > cur if big else x < cur):   # NaN wins, as in NumPy
-                if cur == cur:
-                    V[oi + o[k]] = x
-
-
-@njit(**_JIT)
-def _matmul(i, A, B, OFF, META, IAUX, V):
-    e = extras_at(META, IAUX, i)
-    nb, M, K, N = IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3]
-    oa, ob, oi = OFF[A[i]], OFF[B[i]], OFF[i]
-    for bt in range(nb):
-        xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
-        for m in range(M):
-            for n in range(N):
-                acc = 0.0
-                for k in range(K):
-                    acc += V[xa + m * K + k] * V[yb + k * N + n]
-                V[go + m * N + n] = acc
-
-
-@njit(**_JIT)
-def move(i, op, a, OFF, META, IAUX, X, omap):
-    """X at entry i = X at its input a moved as the entry's kind moves elements (a
-    gather, a reshape or copy, an index list): values in a replay, tangents in the
-    tangent sweep."""
-    oi, n = OFF[i], size_of(META, IAUX, i)
-    if GATHER_FIRST <= op <= GATHER_LAST:
-        m = META[i]
-        nd = IAUX[m + 1]
-        e = m + 2 + nd
-        base = OFF[a] + IAUX[e]
-        if nd == 0:
-            X[oi] = X[base]
-            return
-        offsets(IAUX, m + 2, e + 1, nd, omap)
-        for k in range(n):
-            X[oi + k] = X[base + omap[k]]
-    elif INDEX_FIRST <= op <= INDEX_LAST:
-        e = extras_at(META, IAUX, i)
-        for k in range(n):
-            X[oi + k] = X[OFF[a] + IAUX[e + k]]
-    else:
-        for k in range(n):
-            X[oi + k] = X[OFF[a] + k]
-
-
-@njit(**_JIT)
-def concatenate(i, OFF, META, IAUX, X, reached):
-    """X at concatenation entry i from X at its inputs; an input with ``reached[buf]``
-    False (no tangent reaches it; an empty ``reached``: all do) contributes zeros."""
-    e = extras_at(META, IAUX, i)
-    outer, nin = IAUX[e], IAUX[e + 1]
-    pos = OFF[i]
-    for o in range(outer):
-        for j in range(nin):
-            buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
-            src = OFF[buf] + o * inner
-            ok = reached.shape[0] == 0 or reached[buf]
-            for q in range(inner):
-                X[pos + q] = X[src + q] if ok else 0.0
-            pos += inner
 
 
 @njit(**_JIT)
@@ -134,20 +46,15 @@ def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
                 y = V[ob + k] if b >= 0 else c
                 V[oi + k] = ew_fwd(op, x, y, c2) if op <= EW_LAST else cmp_fwd(op, x, y)
         elif op == OP_WHERE:
-            cond = OFF[IAUX[extras_at(META, IAUX, i)]]
-            for k in range(n):
-                if V[cond + k] != 0.0:
-                    V[oi + k] = V[OFF[a] + k] if a >= 0 else C[i]
-                else:
-                    V[oi + k] = V[OFF[b] + k] if b >= 0 else C[i]
+            structural.where_forward(i, A, B, C, OFF, META, IAUX, V)
         elif GATHER_FIRST <= op <= INDEX_LAST or STOP_FIRST <= op <= STOP_LAST:
-            move(i, op, a, OFF, META, IAUX, V, omap)
+            structural.move(i, op, a, OFF, META, IAUX, V, omap)
         elif REDUCE_FIRST <= op <= REDUCE_LAST:
-            _reduce(i, op, A, OFF, META, IAUX, V, omap)
-        elif op <= MATMUL_LAST:
-            _matmul(i, A, B, OFF, META, IAUX, V)
+            reduce.forward(i, op, A, OFF, META, IAUX, V, omap)
+        elif MATMUL_FIRST <= op <= MATMUL_LAST:
+            matmul.forward(i, A, B, OFF, META, IAUX, V)
         elif CAT_FIRST <= op <= CAT_LAST:
-            concatenate(i, OFF, META, IAUX, V, V[:0] == 0.0)
+            structural.concatenate(i, OFF, META, IAUX, V, V[:0] == 0.0)
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.forward(i, op, OFF[a], oi, META, IAUX, V)
         elif HOST_FIRST <= op <= HOST_LAST:

@@ -12,92 +12,15 @@ compiled call and collect the rows (or columns) of a Jacobian.
 """
 from numba import njit
 
-from .generated import (REDUCE_FIRST, REDUCE_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRST, HOST_FIRST,
-                        HOST_LAST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_MEAN,
-                        OP_MEAN_DIM, OP_PROD, OP_PROD_DIM, OP_SUM, OP_SUM_DIM, OP_WHERE,
-                        SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST,
-                        SOURCE_LAST, STOP_LAST, ew_grad)
-from . import softmax
-from .replay import concatenate, move
-from .reverse import (DONE, HOST, extras_at, others, prod_parts, reduce_map, size_of,
-                      sweep)
+from . import elementwise, matmul, reduce, softmax, structural
+from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRST, HOST_FIRST,
+                        HOST_LAST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_WHERE, REDUCE_FIRST,
+                        REDUCE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST,
+                        STOP_LAST)
+from .layout import extras_at, size_of
+from .reverse import DONE, HOST, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
-
-
-@njit(**_JIT)
-def _tan(j, has, OFF, T, k):
-    """Tangent of element k of buffer j (0 where none reaches it)."""
-    return T[OFF[j] + k] if j >= 0 and has[j] else 0.0
-
-
-@njit(**_JIT)
-def _ew(i, op, A, B, C, C2, OFF, META, IAUX, V, T, has):
-    a, b, oi = A[i], B[i], OFF[i]
-    ha = a >= 0 and has[a] != 0
-    hb = b >= 0 and has[b] != 0
-    oa = OFF[a] if a >= 0 else 0
-    ob = OFF[b] if b >= 0 else 0
-    for k in range(size_of(META, IAUX, i)):
-        x = V[oa + k] if a >= 0 else C[i]
-        y = V[ob + k] if b >= 0 else C[i]
-        acc = 0.0
-        if ha:
-            acc += ew_grad(op, x, y, V[oi + k], T[oa + k], C2[i])[0]
-        if hb:
-            acc += ew_grad(op, x, y, V[oi + k], T[ob + k], C2[i])[1]
-        T[oi + k] = acc
-
-
-@njit(**_JIT)
-def _reduce(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap):
-    """Input element k feeds output element ``o[k]`` (as in the reverse sweep)."""
-    nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
-    o = omap
-    for j in range(nout):
-        T[oi + j] = 0.0
-    if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:
-        scale = nout / nin if (op == OP_MEAN or op == OP_MEAN_DIM) else 1.0
-        for k in range(nin):
-            T[oi + o[k]] += T[oa + k] * scale
-    elif op == OP_PROD or op == OP_PROD_DIM:
-        # d prod = sum_k (product of the others) dx_k, exact with zeros
-        prod_parts(oa, nin, nout, o, V, scratch)
-        for k in range(nin):
-            nonzero, d = others(scratch, nout, o[k], V[oa + k], T[oa + k])
-            if nonzero:
-                T[oi + o[k]] += d
-    else:
-        # amax / amin: the mean of the tangents where the extremum is attained
-        acc = scratch
-        acc[:nout] = 0.0
-        for k in range(nin):
-            if V[oa + k] == V[oi + o[k]]:
-                acc[o[k]] += 1.0
-                T[oi + o[k]] += T[oa + k]
-        for j in range(nout):
-            T[oi + j] /= acc[j]
-
-
-@njit(**_JIT)
-def _matmul(i, A, B, OFF, META, IAUX, V, T, has):
-    """d(x @ y) = dx @ y + x @ dy, batch by batch."""
-    e = extras_at(META, IAUX, i)
-    nb, M, K, N = IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3]
-    a, b = A[i], B[i]
-    oa, ob, oi = OFF[a], OFF[b], OFF[i]
-    ha, hb = has[a] != 0, has[b] != 0
-    for bt in range(nb):
-        xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
-        for m in range(M):
-            for n in range(N):
-                acc = 0.0
-                for k in range(K):
-                    if ha:
-                        acc += T[xa + m * K + k] * V[yb + k * N + n]
-                    if hb:
-                        acc += V[xa + m * K + k] * T[yb + k * N + n]
-                T[go + m * N + n] = acc
 
 
 @njit(**_JIT)
@@ -130,24 +53,20 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
             continue
         has[i] = 1
         oi = OFF[i]
-        n = size_of(META, IAUX, i)
         if op <= EW_LAST:
-            _ew(i, op, A, B, C, C2, OFF, META, IAUX, V, T, has)
+            elementwise.tangent(i, op, A, B, C, C2, OFF, META, IAUX, V, T, has)
         elif op == OP_WHERE:
-            cond = OFF[IAUX[extras_at(META, IAUX, i)]]
-            for k in range(n):
-                T[oi + k] = _tan(a, has, OFF, T, k) if V[cond + k] != 0.0 else \
-                    _tan(b, has, OFF, T, k)
+            structural.where_tangent(i, A, B, OFF, META, IAUX, V, T, has)
         elif GATHER_FIRST <= op <= INDEX_LAST:
-            move(i, op, a, OFF, META, IAUX, T, omap)
+            structural.move(i, op, a, OFF, META, IAUX, T, omap)
         elif REDUCE_FIRST <= op <= REDUCE_LAST:
-            _reduce(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap)
-        elif op <= MATMUL_LAST:
-            _matmul(i, A, B, OFF, META, IAUX, V, T, has)
+            reduce.tangent(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap)
+        elif MATMUL_FIRST <= op <= MATMUL_LAST:
+            matmul.tangent(i, A, B, OFF, META, IAUX, V, T, has)
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.tangent(i, op, OFF[a], oi, META, IAUX, V, T)
-        else:   # cat
-            concatenate(i, OFF, META, IAUX, T, has != 0)
+        elif CAT_FIRST <= op <= CAT_LAST:
+            structural.concatenate(i, OFF, META, IAUX, T, has != 0)
     return DONE, -1
 
 

@@ -1,0 +1,79 @@
+"""The entry layout, read in compiled code: one codec for every kernel.
+
+An entry i of a tape has its values at ``V[OFF[i]:]`` (its adjoints at the same place of
+``G``) and, unless it is a 0-d scalar (``META[i] < 0``), metadata at ``IAUX[META[i]:]``:
+``[size, ndim, *shape, *extras]``; a kind's extras are its own (a gather's base offset
+and strides, a reduction's output strides, a product's (nb, M, K, N), a concatenation's
+(outer, n, (buffer, inner) * n), softmax's (outer, n, inner), an index list).
+``tapegrad.tape.Layout`` reads the same layout in Python.
+"""
+from numba import njit
+
+from .generated import OP_CONST
+
+_JIT = dict(cache=True, error_model="numpy")
+
+
+@njit(**_JIT)
+def size_of(META, IAUX, i):
+    m = META[i]
+    return 1 if m < 0 else IAUX[m]
+
+
+@njit(**_JIT)
+def extras_at(META, IAUX, i):
+    m = META[i]
+    return m + 2 + IAUX[m + 1]
+
+
+@njit(**_JIT)
+def strided(k, IAUX, shp, strd, nd):
+    """Offset of linear index ``k`` of a C-ordered shape (at IAUX[shp:]) under the
+    strides at IAUX[strd:]."""
+    off = 0
+    for d in range(nd - 1, -1, -1):
+        s = IAUX[shp + d]
+        q = k // s
+        off += (k - q * s) * IAUX[strd + d]
+        k = q
+    return off
+
+
+@njit(**_JIT)
+def wants(j, OP):
+    """Does buffer j want an adjoint (is it an input other than a constant)?"""
+    return j >= 0 and OP[j] != OP_CONST
+
+
+@njit(**_JIT)
+def pad4(IAUX, at, nd, fill):
+    """The last four of the nd values at IAUX[at:], padded in front with ``fill``."""
+    p = 4 - nd
+    v0 = IAUX[at - p] if p <= 0 else fill
+    v1 = IAUX[at + 1 - p] if p <= 1 else fill
+    v2 = IAUX[at + 2 - p] if p <= 2 else fill
+    v3 = IAUX[at + 3 - p] if p <= 3 else fill
+    return v0, v1, v2, v3
+
+
+@njit(**_JIT)
+def offsets(IAUX, shp, strd, nd, out):
+    """out[k] = offset of linear index k of the C-ordered shape at IAUX[shp:] under the
+    strides at IAUX[strd:]; nested loops (no division) for up to 4 dims."""
+    if nd > 4:
+        n = 1
+        for d in range(nd):
+            n *= IAUX[shp + d]
+        for k in range(n):
+            out[k] = strided(k, IAUX, shp, strd, nd)
+        return
+    s0, s1, s2, s3 = pad4(IAUX, shp, nd, 1)
+    t0, t1, t2, t3 = pad4(IAUX, strd, nd, 0)
+    k = 0
+    for i0 in range(s0):
+        for i1 in range(s1):
+            for i2 in range(s2):
+                o = i0 * t0 + i1 * t1 + i2 * t2
+                for i3 in range(s3):
+                    out[k] = o + i3 * t3
+                    k += 1

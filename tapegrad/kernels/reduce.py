@@ -1,0 +1,144 @@
+"""Reductions (sum, mean, amax, amin, max, min, prod over dims): forward, reverse and
+tangent side by side.  Input element k feeds output element ``o[k]``: the offsets of
+the input's shape under the output's strides (``reduce_map``)."""
+import numpy as np
+from numba import njit
+
+from .generated import (OP_AMAX, OP_AMIN, OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_MIN_ALL, OP_PROD,
+                        OP_PROD_DIM, OP_SUM, OP_SUM_DIM)
+from .layout import extras_at, offsets, size_of
+
+_JIT = dict(cache=True, error_model="numpy")
+
+
+@njit(**_JIT)
+def reduce_map(i, A, OFF, META, IAUX, omap):
+    """For reduction entry i: ``omap[k]`` = the output element that input element k
+    feeds (the input's shape read with the output's strides).  Returns (input size,
+    output size, input offset, output offset)."""
+    a = A[i]
+    ma = META[a]
+    if ma < 0:
+        omap[0] = 0
+    else:
+        offsets(IAUX, ma + 2, extras_at(META, IAUX, i), IAUX[ma + 1], omap)
+    return (1 if ma < 0 else IAUX[ma]), size_of(META, IAUX, i), OFF[a], OFF[i]
+
+
+@njit(**_JIT)
+def prod_parts(oa, nin, nout, o, V, acc):
+    """Per output j of a product: ``acc[j]`` its zero factors, ``acc[nout + j]`` the
+    product of its non-zero ones."""
+    acc[:nout] = 0.0
+    acc[nout:2 * nout] = 1.0
+    for k in range(nin):
+        x = V[oa + k]
+        if x == 0.0:
+            acc[o[k]] += 1.0
+        else:
+            acc[nout + o[k]] *= x
+
+
+@njit(**_JIT)
+def others(acc, nout, j, x, g):
+    """(non-zero?, g times the product of the other factors) for a factor x of output
+    j: exact with zeros (only the zero factor of a product with one zero gets a
+    derivative)."""
+    zeros = acc[j]
+    if zeros == 0.0:
+        return True, g * acc[nout + j] / x
+    if zeros == 1.0 and x == 0.0:
+        return True, g * acc[nout + j]
+    return False, 0.0
+
+
+@njit(**_JIT)
+def forward(i, op, A, OFF, META, IAUX, V, omap):
+    nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
+    o = omap
+    if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:
+        for j in range(nout):
+            V[oi + j] = 0.0
+        for k in range(nin):
+            V[oi + o[k]] += V[oa + k]
+        if op == OP_MEAN or op == OP_MEAN_DIM:
+            scale = nout / nin
+            for j in range(nout):
+                V[oi + j] *= scale
+    elif op == OP_PROD or op == OP_PROD_DIM:
+        for j in range(nout):
+            V[oi + j] = 1.0
+        for k in range(nin):
+            V[oi + o[k]] *= V[oa + k]
+    else:
+        big = op == OP_AMAX or op == OP_MAX_ALL
+        for j in range(nout):
+            V[oi + j] = -np.inf if big else np.inf
+        for k in range(nin):
+            x = V[oa + k]
+            cur = V[oi + o[k]]
+            if x != x or (x > cur if big else x < cur):   # NaN wins, as in NumPy
+                if cur == cur:
+                    V[oi + o[k]] = x
+
+
+@njit(**_JIT)
+def reverse(i, op, A, OFF, META, IAUX, V, G, scratch, omap):
+    """Reductions: input element k goes to output element ``o[k]`` (offsets of the
+    input's shape under the output strides, in ``omap``); ``scratch`` holds two
+    per-output accumulators."""
+    nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
+    o = omap
+    acc = scratch
+    if op == OP_SUM or op == OP_SUM_DIM:
+        for k in range(nin):
+            G[oa + k] += G[oi + o[k]]
+    elif op == OP_MEAN or op == OP_MEAN_DIM:
+        scale = nout / nin
+        for k in range(nin):
+            G[oa + k] += G[oi + o[k]] * scale
+    elif op == OP_AMAX or op == OP_AMIN or op == OP_MAX_ALL or op == OP_MIN_ALL:
+        # the gradient is shared evenly among the positions that attain the extremum
+        acc[:nout] = 0.0
+        for k in range(nin):
+            if V[oa + k] == V[oi + o[k]]:
+                acc[o[k]] += 1.0
+        for k in range(nin):
+            if V[oa + k] == V[oi + o[k]]:
+                G[oa + k] += G[oi + o[k]] / acc[o[k]]
+    elif op == OP_PROD or op == OP_PROD_DIM:
+        prod_parts(oa, nin, nout, o, V, acc)
+        for k in range(nin):
+            nonzero, d = others(acc, nout, o[k], V[oa + k], G[oi + o[k]])
+            if nonzero:
+                G[oa + k] += d
+
+
+@njit(**_JIT)
+def tangent(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap):
+    """Input element k feeds output element ``o[k]`` (as in the reverse sweep)."""
+    nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
+    o = omap
+    for j in range(nout):
+        T[oi + j] = 0.0
+    if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:
+        scale = nout / nin if (op == OP_MEAN or op == OP_MEAN_DIM) else 1.0
+        for k in range(nin):
+            T[oi + o[k]] += T[oa + k] * scale
+    elif op == OP_PROD or op == OP_PROD_DIM:
+        # d prod = sum_k (product of the others) dx_k, exact with zeros
+        prod_parts(oa, nin, nout, o, V, scratch)
+        for k in range(nin):
+            nonzero, d = others(scratch, nout, o[k], V[oa + k], T[oa + k])
+            if nonzero:
+                T[oi + o[k]] += d
+    else:
+        # amax / amin: the mean of the tangents where the extremum is attained
+        acc = scratch
+        acc[:nout] = 0.0
+        for k in range(nin):
+            if V[oa + k] == V[oi + o[k]]:
+                acc[o[k]] += 1.0
+                T[oi + o[k]] += T[oa + k]
+        for j in range(nout):
+            T[oi + j] /= acc[j]

@@ -1,0 +1,137 @@
+"""Structural kinds, linear maps of their inputs' elements: gather (views, slices,
+expand), reshape and copies, index lists, concatenation and where.  ``move`` and
+``concatenate`` carry values forward (replay) and tangents (the tangent sweep) alike;
+the reverse rules are their transposes."""
+from numba import njit
+
+from .generated import GATHER_FIRST, GATHER_LAST, INDEX_FIRST, INDEX_LAST
+from .elementwise import tangent_of
+from .layout import extras_at, offsets, pad4, size_of, wants
+
+_JIT = dict(cache=True, error_model="numpy")
+
+
+@njit(**_JIT)
+def move(i, op, a, OFF, META, IAUX, X, omap):
+    """X at entry i = X at its input a moved as the entry's kind moves elements (a
+    gather, a reshape or copy, an index list): values in a replay, tangents in the
+    tangent sweep."""
+    oi, n = OFF[i], size_of(META, IAUX, i)
+    if GATHER_FIRST <= op <= GATHER_LAST:
+        m = META[i]
+        nd = IAUX[m + 1]
+        e = m + 2 + nd
+        base = OFF[a] + IAUX[e]
+        if nd == 0:
+            X[oi] = X[base]
+            return
+        offsets(IAUX, m + 2, e + 1, nd, omap)
+        for k in range(n):
+            X[oi + k] = X[base + omap[k]]
+    elif INDEX_FIRST <= op <= INDEX_LAST:
+        e = extras_at(META, IAUX, i)
+        for k in range(n):
+            X[oi + k] = X[OFF[a] + IAUX[e + k]]
+    else:
+        for k in range(n):
+            X[oi + k] = X[OFF[a] + k]
+
+
+@njit(**_JIT)
+def concatenate(i, OFF, META, IAUX, X, reached):
+    """X at concatenation entry i from X at its inputs; an input with ``reached[buf]``
+    False (no tangent reaches it; an empty ``reached``: all do) contributes zeros."""
+    e = extras_at(META, IAUX, i)
+    outer, nin = IAUX[e], IAUX[e + 1]
+    pos = OFF[i]
+    for o in range(outer):
+        for j in range(nin):
+            buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
+            src = OFF[buf] + o * inner
+            ok = reached.shape[0] == 0 or reached[buf]
+            for q in range(inner):
+                X[pos + q] = X[src + q] if ok else 0.0
+            pos += inner
+
+
+@njit(**_JIT)
+def where_reverse(i, OP, A, B, OFF, META, IAUX, V, G):
+    a, b, oi = A[i], B[i], OFF[i]
+    cond = OFF[IAUX[extras_at(META, IAUX, i)]]
+    for k in range(size_of(META, IAUX, i)):
+        if V[cond + k] != 0.0:
+            if wants(a, OP):
+                G[OFF[a] + k] += G[oi + k]
+        elif wants(b, OP):
+            G[OFF[b] + k] += G[oi + k]
+
+
+@njit(**_JIT)
+def gather_reverse(i, A, OFF, META, IAUX, G, omap):
+    m = META[i]
+    nd = IAUX[m + 1]
+    e = m + 2 + nd
+    base = OFF[A[i]] + IAUX[e]
+    oi = OFF[i]
+    if nd == 0:            # one element (x[i] of a vector): no offset map
+        G[base] += G[oi]
+        return
+    if nd <= 4:            # nested loops, no offset map (a broadcast bias: rows of a sum)
+        s0, s1, s2, s3 = pad4(IAUX, m + 2, nd, 1)
+        t0, t1, t2, t3 = pad4(IAUX, e + 1, nd, 0)
+        k = oi
+        for i0 in range(s0):
+            for i1 in range(s1):
+                for i2 in range(s2):
+                    o = base + i0 * t0 + i1 * t1 + i2 * t2
+                    for i3 in range(s3):
+                        G[o + i3 * t3] += G[k + i3]
+                    k += s3
+        return
+    offsets(IAUX, m + 2, e + 1, nd, omap)
+    for k in range(IAUX[m]):
+        G[base + omap[k]] += G[oi + k]
+
+
+@njit(**_JIT)
+def index_reverse(i, A, OFF, META, IAUX, G):
+    e = extras_at(META, IAUX, i)
+    oa, oi = OFF[A[i]], OFF[i]
+    for k in range(size_of(META, IAUX, i)):
+        G[oa + IAUX[e + k]] += G[oi + k]
+
+
+@njit(**_JIT)
+def cat_reverse(i, OFF, META, IAUX, G):
+    e = extras_at(META, IAUX, i)
+    outer, nin = IAUX[e], IAUX[e + 1]
+    pos = OFF[i]
+    for o in range(outer):
+        for j in range(nin):
+            buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
+            dst = OFF[buf] + o * inner
+            for t in range(inner):
+                G[dst + t] += G[pos + t]
+            pos += inner
+
+
+@njit(**_JIT)
+def where_forward(i, A, B, C, OFF, META, IAUX, V):
+    """Elements of input a where the condition buffer (the extras) is non-zero, else of
+    input b (either may be the constant C[i])."""
+    a, b, oi = A[i], B[i], OFF[i]
+    cond = OFF[IAUX[extras_at(META, IAUX, i)]]
+    for k in range(size_of(META, IAUX, i)):
+        if V[cond + k] != 0.0:
+            V[oi + k] = V[OFF[a] + k] if a >= 0 else C[i]
+        else:
+            V[oi + k] = V[OFF[b] + k] if b >= 0 else C[i]
+
+
+@njit(**_JIT)
+def where_tangent(i, A, B, OFF, META, IAUX, V, T, has):
+    a, b, oi = A[i], B[i], OFF[i]
+    cond = OFF[IAUX[extras_at(META, IAUX, i)]]
+    for k in range(size_of(META, IAUX, i)):
+        T[oi + k] = tangent_of(a, has, OFF, T, k) if V[cond + k] != 0.0 else \
+            tangent_of(b, has, OFF, T, k)
