@@ -91,7 +91,44 @@ def _grow(arr, need, pool=()):
     return new
 
 
-class Tape:
+class Layout:
+    """The entry layout, read in Python (``kernels/layout.py`` reads it in compiled code):
+    entry i's values at ``V[OFF[i]:]``; unless it is a 0-d scalar (``META[i] < 0``),
+    ``IAUX[META[i]:]`` holds ``[size, ndim, *shape, *extras]``.  One reader for the tape,
+    a frozen recording (``replay.record.Record``) and ``create_graph``'s walk."""
+
+    def size(self, i):
+        """Number of values in buffer ``i``."""
+        m = self.META[i]
+        return 1 if m < 0 else int(self.IAUX[m])
+
+    def shape(self, i):
+        m = self.META[i]
+        if m < 0:
+            return ()
+        IAUX = self.IAUX
+        return tuple(IAUX[m + 2:m + 2 + IAUX[m + 1]].tolist())
+
+    def extras(self, i):
+        """The kind-specific extras of entry ``i`` (a view of the rest of IAUX)."""
+        m = self.META[i]
+        return self.IAUX[m + 2 + self.IAUX[m + 1]:]
+
+    def cat_pieces(self, i):
+        """(outer, [(buffer, inner), ...]) of a concatenation entry."""
+        ex = self.extras(i)
+        return int(ex[0]), [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(int(ex[1]))]
+
+    def value(self, i):
+        """The recorded value of buffer ``i`` as a float64 array (a copy)."""
+        o = self.OFF[i]
+        return self.V[o:o + self.size(i)].reshape(self.shape(i)).copy()
+
+
+COLUMNS = tuple(name for name, _ in _COLUMNS if name != "IAUX")   # per-entry columns
+
+
+class Tape(Layout):
     """A flat recording of operations.  ``with tapegrad.Tape() as t:`` scopes recording."""
 
     def __init__(self, capacity=256):
@@ -287,31 +324,20 @@ class Tape:
         self.sources[i] = t
         return i
 
-    # -- reading ---------------------------------------------------------------------
+    # -- reading (Layout's, after a flush; size: call after flush) -------------------------
     def shape(self, i):
         self.flush()
-        m = self.META[i]
-        if m < 0:
-            return ()
-        nd = self.IAUX[m + 1]
-        return tuple(int(s) for s in self.IAUX[m + 2:m + 2 + nd])
+        return Layout.shape(self, i)
 
     def extras(self, i):
         self.flush()
-        m = self.META[i]
-        return self.IAUX[m + 2 + self.IAUX[m + 1]:]
-
-    def size(self, i):
-        """Number of values in buffer ``i`` (call after ``flush``)."""
-        m = self.META[i]
-        return 1 if m < 0 else int(self.IAUX[m])
+        return Layout.extras(self, i)
 
     def value(self, i):
-        """The recorded value of buffer ``i`` as a float64 array (a copy)."""
         self.flush()
         if self.released:
             raise RuntimeError(SECOND_BACKWARD)
-        return self.V[self.OFF[i]:self.OFF[i] + self.size(i)].reshape(self.shape(i)).copy()
+        return Layout.value(self, i)
 
     def release(self):
         """Drop the value arena of a fully consumed tape; keep the structure for views."""

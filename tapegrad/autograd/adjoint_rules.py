@@ -264,9 +264,7 @@ def matmul(i, g, h):
 
 
 def cat(i, g, h):
-    ex = h.extras(i)
-    outer, nin = int(ex[0]), int(ex[1])
-    pieces = [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(nin)]
+    outer, pieces = h.cat_pieces(i)
     total = sum(inner for _, inner in pieces)
     rows = g.reshape(outer, total)
     out, pos = [], 0

@@ -178,9 +178,7 @@ def _inputs(t, i):
     if op == _FUNCTION:    # extras: output position, input count, the tensor inputs
         return [int(b) for b in t.functions[i].inputs]
     if op in _CAT:
-        m = t.META[i]
-        e = m + 2 + t.IAUX[m + 1]
-        return [int(t.IAUX[e + 2 + 2 * k]) for k in range(t.IAUX[e + 1])]
+        return [buf for buf, _ in t.cat_pieces(i)[1]]
     spec = BY_CODE[op]
     a, b = int(t.A[i]), int(t.B[i])
     if spec.arity == 1 or (b < 0 and not spec.const_edge):
@@ -252,8 +250,7 @@ def _saved(t, i, what):
     elif what == "other":
         j = int(t.B[i])
     else:
-        m = t.META[i]
-        return from_array(np.array(t.IAUX[m + 2 + t.IAUX[m + 1]:]))
+        return from_array(np.array(t.extras(i)))
     if j < 0:
         return t.C[i]
     return from_array(t.value(j))

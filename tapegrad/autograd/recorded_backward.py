@@ -50,7 +50,7 @@ def _complete(h, adj, scattered, i):
     return g
 
 
-class _Reader:
+class _Reader(tp.Layout):
     """Reads the entries recorded before the walk (columns as lists, shapes, extras and
     values straight from the arrays: the walk records new entries meanwhile, and
     reading must not flush them one by one).  ``h(j)`` is the tensor that stands for
@@ -64,25 +64,8 @@ class _Reader:
         self.C, self.C2 = t.C[:n].tolist(), t.C2[:n].tolist()
         self.OFF, self.META = t.OFF[:n].tolist(), t.META[:n].tolist()
 
-    def shape(self, j):
-        m = self.META[j]
-        if m < 0:
-            return ()
-        IAUX = self.t.IAUX
-        return tuple(IAUX[m + 2:m + 2 + IAUX[m + 1]].tolist())
-
-    def size(self, j):
-        m = self.META[j]
-        return 1 if m < 0 else int(self.t.IAUX[m])
-
-    def extras(self, j):
-        m = self.META[j]
-        IAUX = self.t.IAUX
-        return IAUX[m + 2 + IAUX[m + 1]:]
-
-    def value(self, j):
-        o = self.OFF[j]
-        return self.t.V[o:o + self.size(j)].reshape(self.shape(j)).copy()
+    IAUX = property(lambda self: self.t.IAUX)     # (the arrays grow during the walk)
+    V = property(lambda self: self.t.V)
 
     def __call__(self, j):
         x = self.cache.get(j)

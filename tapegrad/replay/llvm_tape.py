@@ -142,29 +142,19 @@ def _check_supported(r):
             raise CompileError("the compiled tier checks value guards only (not argmax)")
 
 
-def _extras(r, i):
-    m = r.META[i]
-    return r.IAUX[m + 2 + r.IAUX[m + 1]:]
-
-
 def _reduce_map(r, i):
     """Output element of each input element of reduction entry i."""
     a = int(r.A[i])
     shape = r.shape(a)
     if not shape:
         return np.zeros(1, np.int64)
-    return _offsets(shape, _extras(r, i)[:len(shape)])
+    return _offsets(shape, r.extras(i)[:len(shape)])
 
 
 def _gather_map(r, i):
-    ex = _extras(r, i)
+    ex = r.extras(i)
     shape = r.shape(i)
     return _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
-
-
-def _cat_pieces(r, i):
-    ex = _extras(r, i)
-    return int(ex[0]), [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(int(ex[1]))]
 
 
 class _Tape:
@@ -207,7 +197,7 @@ class _Tape:
         if kind in ("ew", "compare", "where"):
             xs, ys = self.operand(a, i, n), self.operand(b, i, n)
             if kind == "where":
-                cs = self.elems(int(_extras(r, i)[0]))
+                cs = self.elems(int(r.extras(i)[0]))
                 out = []
                 for k in range(n):
                     c = em.tmp(f"fcmp une double {cs[k]}, {const(0.0)}")
@@ -221,9 +211,9 @@ class _Tape:
         if kind in ("reshape", "stop"):
             return list(src)
         if kind == "index":
-            return [src[p] for p in _extras(r, i)[:n]]
+            return [src[p] for p in r.extras(i)[:n]]
         if kind == "cat":
-            outer, pieces = _cat_pieces(r, i)
+            outer, pieces = r.cat_pieces(i)
             out = []
             for o in range(outer):
                 for buf, inner in pieces:
@@ -237,7 +227,7 @@ class _Tape:
 
     def _rows(self, i):
         """Element positions of each softmax row, as ``kernels/softmax.py`` walks them."""
-        outer, n, inner = (int(v) for v in _extras(self.r, i)[:3])
+        outer, n, inner = (int(v) for v in self.r.extras(i)[:3])
         return [[p * n * inner + q + j * inner for j in range(n)]
                 for p in range(outer) for q in range(inner)]
 
@@ -263,7 +253,7 @@ class _Tape:
 
     def _matmul(self, i, X, Y):
         em = self.em
-        nb, M, K, N = (int(v) for v in _extras(self.r, i)[:4])
+        nb, M, K, N = (int(v) for v in self.r.extras(i)[:4])
         out = []
         for bt in range(nb):
             for m in range(M):
@@ -338,7 +328,7 @@ class _Tape:
                 if spec.gy:
                     self.add(b, k, em.expr(spec.gy, env))
         elif kind == "where":
-            cs = self.elems(int(_extras(r, i)[0]))
+            cs = self.elems(int(r.extras(i)[0]))
             for k in range(n):
                 c = em.tmp(f"fcmp une double {cs[k]}, {const(0.0)}")
                 self.add(a, k, em.tmp(f"select i1 {c}, double {g[k]}, double {const(0.0)}"))
@@ -350,10 +340,10 @@ class _Tape:
             for k in range(n):
                 self.add(a, k, g[k])
         elif kind == "index":
-            for k, p in enumerate(_extras(r, i)[:n]):
+            for k, p in enumerate(r.extras(i)[:n]):
                 self.add(a, int(p), g[k])
         elif kind == "cat":
-            outer, pieces = _cat_pieces(r, i)
+            outer, pieces = r.cat_pieces(i)
             pos = 0
             for o in range(outer):
                 for buf, inner in pieces:
@@ -386,7 +376,7 @@ class _Tape:
     def _matmul_adjoint(self, i, g):
         """dx = g y^T, dy = x^T g, in the interpreter's loop order."""
         r, em = self.r, self.em
-        nb, M, K, N = (int(v) for v in _extras(r, i)[:4])
+        nb, M, K, N = (int(v) for v in r.extras(i)[:4])
         a, b = int(r.A[i]), int(r.B[i])
         X, Y = self.elems(a), self.elems(b)
         for bt in range(nb):

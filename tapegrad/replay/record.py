@@ -11,19 +11,19 @@ import numpy as np
 from ..grad_mode import STATE, enable_grad
 from ..kernels.replay import forward, guards_hold, value_and_grad
 from ..kernels.reverse import DONE
-from ..tape import Tape
+from ..tape import COLUMNS, Layout, Tape
 from ..tensor import Tensor, from_array
 from ..tracing import Recording
 from . import vector_replay
 
-_COLS = ("OP", "A", "B", "C", "C2", "OFF", "META", "FLAGS")
+_COLS = COLUMNS
 
 
 class ReplayError(RuntimeError):
     pass
 
 
-class Record:
+class Record(Layout):
     """The flat arrays of one recording plus what replay needs to know about them."""
 
     def __init__(self, cols, IAUX, V, ins, outs, out_shapes, out_tuple, guards, grads=None):
@@ -67,24 +67,6 @@ class Record:
     # -- the reader interface the sweeps use (as a Tape's) ------------------------------
     def flush(self):
         pass
-
-    def size(self, i):
-        m = self.META[i]
-        return 1 if m < 0 else int(self.IAUX[m])
-
-    def shape(self, i):
-        m = self.META[i]
-        if m < 0:
-            return ()
-        return tuple(int(s) for s in self.IAUX[m + 2:m + 2 + self.IAUX[m + 1]])
-
-    def extras(self, i):
-        m = self.META[i]
-        return self.IAUX[m + 2 + self.IAUX[m + 1]:]
-
-    def value(self, i):
-        o = self.OFF[i]
-        return self.V[o:o + self.size(i)].reshape(self.shape(i)).copy()
 
     # -- replay ----------------------------------------------------------------------
     def load(self, arrays):
