@@ -124,6 +124,11 @@ class Layout:
         o = self.OFF[i]
         return self.V[o:o + self.size(i)].reshape(self.shape(i)).copy()
 
+    def arrays(self):
+        """The arrays the compiled sweeps read, as one value (``kernels.layout.TAPE``)."""
+        return (self.OP, self.A, self.B, self.C, self.C2, self.OFF, self.META, self.IAUX,
+                self.FLAGS, self.V)
+
 
 COLUMNS = tuple(name for name, _ in _COLUMNS if name != "IAUX")   # per-entry columns
 

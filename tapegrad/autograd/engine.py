@@ -95,9 +95,8 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None):
     OFF = t.OFF
     fuse_min = NO_FUSION if check_nan or fuse is None else fused.FUSE_MIN
     while top >= lo:
-        status, i = sweep(top, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.FLAGS, t.V, G,
-                          live, scratch, omap, HOST_MIN_MACS, done, check_nan, lo, False,
-                          fuse_min)
+        status, i = sweep(top, t.arrays(), G, live, scratch, omap, HOST_MIN_MACS, done,
+                          check_nan, lo, False, fuse_min)
         if status == DONE:
             return lo - 1
         if status == FUSE:             # a run of large elementwise entries: fused kernels

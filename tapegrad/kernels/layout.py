@@ -6,12 +6,15 @@ An entry i of a tape has its values at ``V[OFF[i]:]`` (its adjoints at the same 
 and strides, a reduction's output strides, a product's (nb, M, K, N), a concatenation's
 (outer, n, (buffer, inner) * n), softmax's (outer, n, inner), an index list).
 ``tapegrad.tape.Layout`` reads the same layout in Python.
+
+A sweep takes a tape as one value, the tuple ``TAPE`` names (``Layout.arrays()``).
 """
 from numba import njit
 
 from .generated import OP_CONST
 
 _JIT = dict(cache=True, error_model="numpy")
+TAPE = ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS", "V")
 
 
 @njit(**_JIT)

@@ -126,7 +126,7 @@ def value_and_grad(x, ins, out, schedule, OP, A, B, C, C2, OFF, META, IAUX, FLAG
             G[OFF[e] + k] = 0.0
     G[OFF[out]] = 1.0
     live[out] = 1
-    sweep(out, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap,
+    sweep(out, (OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V), G, live, scratch, omap,
           np.iinfo(np.int64).max, -1, False, 0)
     pos = 0
     for e in ins:
@@ -161,7 +161,7 @@ def grad_batch(X, ins, outs, wants, schedule, OP, A, B, C, C2, OFF, META, IAUX, 
         values[r] = Vr[OFF[top]]
         G[OFF[top]] = 1.0
         live[top] = 1
-        sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, Vr, G, live, scratch, omap,
+        sweep(top, (OP, A, B, C, C2, OFF, META, IAUX, FLAGS, Vr), G, live, scratch, omap,
               np.iinfo(np.int64).max, -1, False, 0)
         pos = 0
         for w in wants:

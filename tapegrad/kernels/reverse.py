@@ -20,10 +20,11 @@ DONE, CONSUMED, HOST, HOOK, NAN, FUSE = 0, 1, 2, 3, 4, 5      # how a sweep ende
 
 
 @njit(**_JIT)
-def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, omap, host_min,
-          hooked_done, check_nan, lo, prune=False, fuse_min=1 << 62):
-    """Reverse sweep over entries ``top`` down to ``lo`` from the entries pre-marked in
-    ``live`` (all at or below ``top``), last to first.  An entry is swept if a swept entry uses it: liveness is marked
+def sweep(top, tape, G, live, scratch, omap, host_min, hooked_done, check_nan, lo, prune=False,
+          fuse_min=1 << 62):
+    """Reverse sweep of ``tape`` (its arrays, ``layout.TAPE``) over entries ``top`` down
+    to ``lo`` from the entries pre-marked in ``live`` (all at or below ``top``), last to
+    first.  An entry is swept if a swept entry uses it: liveness is marked
     as the sweep goes, so only the output's subgraph is visited, in one pass.
 
     Returns ``(status, i)``: ``(DONE, -1)``; ``(CONSUMED, i)`` when a needed entry was
@@ -38,6 +39,7 @@ def sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch, oma
     which the caller sweeps with the run below it by the fused kernels.  ``prune``: an input of a concatenation whose adjoint stays zero is not
     marked (a Jacobian row seeds one element of a stacked output: only that element's
     subgraph is swept)."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     for i in range(top, lo - 1, -1):
         if live[i] == 0:
             continue

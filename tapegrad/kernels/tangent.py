@@ -85,7 +85,7 @@ def reverse_rows(r0, r1, outs, top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, 
             if pos <= r < pos + s:
                 G[OFF[e] + r - pos] = 1.0
             pos += s
-        status, i = sweep(top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live, scratch,
+        status, i = sweep(top, (OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V), G, live, scratch,
                           omap, host_min, -1, False, 0, True)
         if status != DONE:
             return status, i

@@ -202,8 +202,7 @@ class Traced:
         for e, s in zip(r.outs, seeds):
             G[r.OFF[e]:r.OFF[e] + s.size] += s.reshape(-1)
             live[e] = 1
-        status, _ = sweep(max(r.outs), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.META, r.IAUX,
-                          r.FLAGS, r.V, G, live, np.empty(2 * r.max_size),
+        status, _ = sweep(max(r.outs), r.arrays(), G, live, np.empty(2 * r.max_size),
                           np.empty(r.max_size, np.int64), NO_HOST, -1, False, 0)
         if status != DONE:
             raise ReplayError("this recording needs Python during its backward (a custom "

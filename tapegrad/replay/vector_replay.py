@@ -110,9 +110,8 @@ def reverse(r, out):
     ents = np.empty(r.n, np.int64)
     top = out
     while top >= 0:
-        status, i = sweep(top, r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.META, r.IAUX, r.FLAGS, r.V,
-                          G, live, r.scratch, r.omap, HOST_MIN_MACS, -1, False, 0, False,
-                          RUN_MIN)
+        status, i = sweep(top, r.arrays(), G, live, r.scratch, r.omap, HOST_MIN_MACS, -1, False,
+                          0, False, RUN_MIN)
         if status == DONE:
             return
         if status == FUSE:
