@@ -20,6 +20,7 @@ from .linalg import bmm, dot, matmul, mm, mv, outer
 from .factories import (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like,
                         linspace, manual_seed, ones, ones_like, rand, rand_like, randint, randn,
                         randn_like, tensor, zeros, zeros_like)
+from . import tensor_methods  # noqa: F401  (Tensor's methods and operators, installed)
 from . import autograd, inplace, nn, optim, viz  # noqa: E402, F401
 from .replay import grad, load, trace, value_and_grad  # noqa: E402, F401
 from .softmax_ops import log_softmax, logsumexp, softmax  # noqa: E402, F401

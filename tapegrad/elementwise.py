@@ -423,29 +423,3 @@ def _record_compare(code, x, y, r):
 
 for _op in COMPARE_OPS:
     globals()[_op.name] = FUNCTIONS[_op.name] = _compare(_op)
-
-
-def _install():
-    T = Tensor
-    for name, f in FUNCTIONS.items():
-        setattr(T, name, f)
-    T.clamp, T.clamp_min, T.clamp_max, T.clip = clamp, clamp_min, clamp_max, clamp
-    T.__add__ = T.__radd__ = add
-    T.__sub__ = sub
-    T.__rsub__ = _RBINARY["sub"]
-    T.__mul__ = T.__rmul__ = mul
-    T.__truediv__ = T.div = T.divide = div
-    T.__rtruediv__ = lambda self, other: reciprocal(self) * other
-    T.__pow__ = pow
-    T.__rpow__ = _RBINARY["pow"]
-    T.__neg__ = T.negative = neg
-    T.__abs__ = T.absolute = abs
-    T.__pos__ = lambda self: self
-    for name, dunder in (("lt", "__lt__"), ("le", "__le__"), ("gt", "__gt__"),
-                         ("ge", "__ge__"), ("eq", "__eq__"), ("ne", "__ne__")):
-        setattr(T, dunder, FUNCTIONS[name])
-    T.subtract, T.multiply = sub, mul
-    T.where = lambda self, condition, other: where(condition, self, other)
-
-
-_install()

@@ -177,19 +177,3 @@ def to(self, *args, dtype=None, **kwargs):
         value = self._arr.astype(dtype.np)
         return _out(self, value, lambda t, ia: reshape(t, ia, value, CODE["to_copy"]))
     return _leaf(_norm(self._arr.astype(dtype.np)))
-
-
-def _install():
-    Tensor.to = to
-    Tensor.type = lambda self, dtype=None: self.dtype if dtype is None else to(self, dtype)
-    for name, d in (("double", dtypes.float64), ("float", dtypes.float32),
-                    ("half", dtypes.float16), ("long", dtypes.int64), ("int", dtypes.int32),
-                    ("bool", dtypes.bool_)):
-        setattr(Tensor, name, lambda self, _d=d: to(self, _d))
-    Tensor.new_zeros = lambda self, *size, dtype=None: zeros(*size, dtype=dtype or self.dtype)
-    Tensor.new_ones = lambda self, *size, dtype=None: ones(*size, dtype=dtype or self.dtype)
-    Tensor.new_tensor = lambda self, data, dtype=None, requires_grad=False: tensor(
-        data, dtype or self.dtype, requires_grad=requires_grad)
-
-
-_install()

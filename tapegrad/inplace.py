@@ -227,18 +227,3 @@ class _no_record:
 
     def __exit__(self, *exc):
         STATE.grad = self._prev
-
-
-def _install():
-    T = Tensor
-    for name in ("add", "sub", "mul", "div", "pow"):
-        setattr(T, name + "_", _make(name))
-    T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__ = T.add_, T.sub_, T.mul_, T.div_
-    T.__ipow__ = T.pow_
-    T.clamp_ = T.clip_ = clamp_
-    T.zero_, T.fill_, T.copy_ = zero_, fill_, copy_
-    T.uniform_, T.normal_ = uniform_, normal_
-    T.__setitem__ = setitem
-
-
-_install()

@@ -12,7 +12,7 @@ from .elementwise import result_dtype
 from .ops.table import CODE
 from .record import broadcast_to
 from .shape_ops import _reshaped, reshape, unsqueeze
-from .tensor import Tensor, _leaf, _norm, _result, buf, recording
+from .tensor import _leaf, _norm, _result, buf, recording
 
 
 def _fmt(s):
@@ -107,14 +107,3 @@ def dot(input, tensor):
 
 def outer(input, vec2):
     return reshape(input, (-1, 1)) * vec2
-
-
-def _install():
-    for f in (matmul, mm, bmm, mv, dot, outer):
-        setattr(Tensor, f.__name__, f)
-    Tensor.__matmul__ = matmul
-    Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
-    Tensor.ger = outer
-
-
-_install()

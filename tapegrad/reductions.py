@@ -247,11 +247,3 @@ def _truth(npf):
 
 
 all, any = _truth(np.all), _truth(np.any)
-
-
-def _install():
-    for f in (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std, norm, all, any):
-        setattr(Tensor, f.__name__, f)
-
-
-_install()

@@ -345,18 +345,3 @@ def stack(tensors, dim=0):
 def clone(input):
     value = input._arr
     return _out(input, value, lambda t, ia: rec_reshape(t, ia, value, CODE["clone"]))
-
-
-def _install():
-    T = Tensor
-    for f in (reshape, view, flatten, squeeze, unsqueeze, expand, expand_as, permute,
-              transpose, t, split, chunk, unbind):
-        setattr(T, f.__name__, f)
-    T.broadcast_to = broadcast_to
-    T.__getitem__ = getitem
-    T.view_as = lambda self, other: view(self, other.shape)
-    T.reshape_as = lambda self, other: reshape(self, other.shape)
-    T.swapaxes = T.transpose
-
-
-_install()

@@ -17,7 +17,7 @@ import numpy as np
 from .ops.table import CODE
 from .reductions import composite, sum
 from .shape_ops import _out, _wrap_dim
-from .tensor import Tensor, from_array
+from .tensor import from_array
 
 
 def _value(arr, d, log):
@@ -99,12 +99,3 @@ def logsumexp(input, dim, keepdim=False):
         return out.squeeze(dims) if dims and not keepdim else out
     with _quiet():
         return composite("LogsumexpBackward0", body, input)
-
-
-def _install():
-    Tensor.softmax = lambda self, dim, dtype=None: softmax(self, dim, dtype=dtype)
-    Tensor.log_softmax = lambda self, dim, dtype=None: log_softmax(self, dim, dtype=dtype)
-    Tensor.logsumexp = logsumexp
-
-
-_install()
