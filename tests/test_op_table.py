@@ -62,6 +62,22 @@ def test_generated_kernels_are_made_from_the_current_sources():
             assert f.read() == text, name
 
 
+def test_one_list_of_math_functions():
+    """The block kernels' vector math is a subset of the rules' math functions (one list:
+    ops.rules.MATH), and every function a rule calls is in it."""
+    import ast as _ast
+    from tapegrad.kernels import vmath
+    from tapegrad.ops import rules
+    assert set(vmath.FUNCTIONS) <= set(rules.MATH)
+    for op in OPS:
+        for text in (op.fwd, op.gx, op.gy):
+            for n in _ast.walk(_ast.parse(text or "0", mode="eval")):
+                if isinstance(n, _ast.Attribute) and getattr(n.value, "id", "") == "math" \
+                        and isinstance(getattr(n, "ctx", None), _ast.Load) and n.attr not in \
+                        ("pi", "inf", "nan"):
+                    assert n.attr in rules.MATH, (op.name, n.attr)
+
+
 def test_codes_are_explicit_unique_and_inside_their_kinds_band():
     from dataclasses import replace
     from tapegrad.ops import table
