@@ -109,7 +109,7 @@ def _general(op, x, y=None, c2=0.0):
         lo = -math.inf if y is None else y
         r = op.np_fwd(vals[0], lo, c2) if not rd.is_floating_point else \
             ew_map(CODE["clamp"], vals[0], lo, c2)
-    elif not rd.is_floating_point:
+    elif not rd.is_floating_point or op.exact:
         r = op.np_fwd(*vals)
     else:
         r = ew_map(CODE[op.name], *vals)

@@ -26,8 +26,8 @@ def _note_modified(x):
     value as their input, which the tape keeps)."""
     t = x._t if x._t is not None else live_tape(x._tid)
     if t is not None and x._i >= 0 and (x._t is not None or x._tid == t.uid):
-        first = t.modified.get(x._i)
-        t.modified[x._i] = (weakref.ref(x), x._version + 1, first[2] if first else x._version,
+        first = t.autograd.modified.get(x._i)
+        t.autograd.modified[x._i] = (weakref.ref(x), x._version + 1, first[2] if first else x._version,
                             first[3] if first else t.next)
 
 

@@ -133,6 +133,23 @@ class Layout:
 COLUMNS = tuple(name for name, _ in _COLUMNS if name != "IAUX")   # per-entry columns
 
 
+class EntryState:
+    """What the autograd layer keeps about some entries of a tape, in a room of its own
+    (the tape's columns know none of it): each a dict keyed by entry index."""
+    __slots__ = ("retained", "views", "hooks", "hook_dtypes", "node_hooks", "packed",
+                 "functions", "modified")
+
+    def __init__(self):
+        self.retained = {}       # non-leaf Tensor that retains its grad
+        self.views = {}          # cached Node view (a hooked leaf: its AccumulateGrad)
+        self.hooks = {}          # {handle id: tensor hook}
+        self.hook_dtypes = {}    # dtype of the hooked tensor
+        self.node_hooks = {}     # NodeHooks of its Node (Node.register_hook / prehook)
+        self.packed = {}         # its saved values packed by saved_tensors_hooks
+        self.functions = {}      # the custom Function call it is an output of
+        self.modified = {}       # (tensor, version now, version saved): in-place ops
+
+
 class Tape(Layout):
     """A flat recording of operations.  ``with tapegrad.Tape() as t:`` scopes recording."""
 
@@ -165,15 +182,8 @@ class Tape(Layout):
         self.nv = 0
         self.max_size = 1        # largest buffer: sizes the sweep's scratch space
         self.sources = {}        # entry -> the Tensor of a leaf/const/external entry
-        self.retained = {}       # entry -> non-leaf Tensor that retains its grad
         self.names = {}          # entry -> Node name of a composite op's last step
-        self.views = {}          # entry -> cached Node view (a hooked leaf: its AccumulateGrad)
-        self.hooks = {}          # entry -> {handle id: tensor hook}
-        self.hook_dtypes = {}    # entry -> dtype of the hooked tensor
-        self.node_hooks = {}     # entry -> NodeHooks of its Node (Node.register_hook / prehook)
-        self.packed = {}         # entry -> its saved values packed by saved_tensors_hooks
-        self.functions = {}      # entry -> the custom Function call it is an output of
-        self.modified = {}       # entry -> (tensor, version now, version saved): in-place
+        self.autograd = EntryState()   # what autograd keeps per entry (hooks, ...)
         self._ext = {}           # id(foreign tensor) -> its external entry
         self.released = False
         self.placed = {}         # staged entry -> arena offset of its value (append_into)

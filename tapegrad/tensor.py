@@ -136,7 +136,7 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self._t is not None and not self._retains:
             self._retains = True
-            self._t.retained[self._i] = self
+            self._t.autograd.retained[self._i] = self
 
     @property
     def retains_grad(self):

@@ -219,7 +219,7 @@ def test_node_hooks_cost_nothing_when_absent():
     with tg.Tape() as t:
         y = (x * x).sin()
     t.flush()
-    assert not t.node_hooks and not (t.FLAGS[:t.n] & tg.tape.HOOKED).any()
+    assert not t.autograd.node_hooks and not (t.FLAGS[:t.n] & tg.tape.HOOKED).any()
     y.grad_fn.register_prehook(lambda go: None)
     assert t.FLAGS[y._i] & tg.tape.HOOKED and not t.FLAGS[y._i - 1] & tg.tape.HOOKED
 

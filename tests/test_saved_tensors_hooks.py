@@ -187,15 +187,15 @@ def test_hooks_are_per_thread_and_cost_nothing_when_off():
     with tg.Tape() as t:
         y = x.sin()
     t.flush()
-    assert not t.packed and not t.FLAGS[y._i] & tg.tape.HOOKED
+    assert not t.autograd.packed and not t.FLAGS[y._i] & tg.tape.HOOKED
 
 
 def test_packed_values_are_freed_by_backward():
     x = tg.tensor([0.5, 1.5], requires_grad=True)
     with tg.Tape() as t, tg.autograd.graph.saved_tensors_hooks(lambda v: v * 1, lambda p: p):
         y = x.sin().exp().sum()
-    assert len(t.packed) == 2
+    assert len(t.autograd.packed) == 2
     y.backward()
-    assert not t.packed
+    assert not t.autograd.packed
     np.testing.assert_allclose(x.grad.numpy(),
                                np.exp(np.sin([0.5, 1.5])) * np.cos([0.5, 1.5]))

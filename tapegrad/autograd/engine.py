@@ -196,7 +196,7 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
     fuse = None
     if t.max_size >= fused.FUSE_MIN:
         keep = t.FLAGS[:n] & tp.HOOKED       # adjoints read after they are used up
-        for e in t.retained:
+        for e in t.autograd.retained:
             keep[e] = 1
         for uid, e in want_at:
             if uid == t.uid:
@@ -224,7 +224,7 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
             observe(t, i, incoming, sent)
             i = nxt
 
-    if t.modified:
+    if t.autograd.modified:
         err = modified_saved_error(t, live, n)
         if err is not None:
             raise err
@@ -254,7 +254,7 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
             else:
                 tapes[src._t.uid] = src._t
                 pending.setdefault(src._t.uid, []).append((src._i, np.array(g)))
-    for e, x in t.retained.items():
+    for e, x in t.autograd.retained.items():
         if live[e]:
             CALLBACKS.accumulate(x, adjoint(e, x.shape))
     for (uid, e), k in want_at.items():
@@ -276,7 +276,7 @@ def modified_saved_error(t, live, n):
     swept = live[:n].astype(bool) & (SAVES[0][ops] | SAVES[1][ops] | SAVES[2][ops])
     A, B = t.A[:n], t.B[:n]
     A2, B2 = t.A[np.maximum(A, 0)], t.A[np.maximum(B, 0)]     # through a broadcast
-    for entry, (ref, now, then, boundary) in t.modified.items():
+    for entry, (ref, now, then, boundary) in t.autograd.modified.items():
         near = swept & (idx < boundary) & ((A == entry) | (B == entry) | (idx == entry)
                                            | ((A >= 0) & (A2 == entry))
                                            | ((B >= 0) & (B2 == entry)))
@@ -303,7 +303,7 @@ def modified_saved_error(t, live, n):
 def _host_function(t, i, G, live):
     """Run the backward of the custom Function whose outputs include entry ``i``; add
     its gradients into the inputs' adjoints.  Returns where the sweep resumes."""
-    group = t.functions[i]
+    group = t.autograd.functions[i]
     OFF = t.OFF
     CALLBACKS.function_output_hooks(t, group, G, live)
     grads = []
@@ -343,7 +343,7 @@ def consume_swept(t, live):
     n = len(live)
     if n < t.next:          # entries recorded since the sweep (create_graph's) stay
         live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
-    if t.packed:
+    if t.autograd.packed:
         CALLBACKS.drop_consumed(t, live)
     if consume(t.next, t.OP, t.FLAGS, live) == 0:
         t.release()

@@ -87,7 +87,7 @@ class Function:
             # extras: position among the outputs, number of inputs, the input buffers
             i = t.append(_FUNCTION, -1, -1, o._arr,
                          [len(group.outputs), len(group.inputs)] + group.inputs)
-            t.functions[i] = group
+            t.autograd.functions[i] = group
             group.outputs.append((i, k, o.dtype.np, tuple(o.shape)))
             if id(o) in dirty:         # the modified input itself, with this history
                 keep_old_history(o)

@@ -229,7 +229,7 @@ def _functions_behind(outs):
         if not isinstance(node, Node) or id(node) in seen:
             continue
         seen.add(id(node))
-        group = node._t().functions.get(node._i)
+        group = node._t().autograd.functions.get(node._i)
         if group is not None:
             groups.append(group)
         stack.extend(n for n, _ in node.next_functions)

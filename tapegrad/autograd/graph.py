@@ -42,7 +42,7 @@ class Node:
 
     def name(self):
         t = self._t()
-        group = t.functions.get(self._i)
+        group = t.autograd.functions.get(self._i)
         if group is not None:
             return f"{group.cls.__name__}Backward"
         return t.names.get(self._i) or self._op_name(t)
@@ -146,9 +146,9 @@ def node_of(t, i):
     elif op in _PIECES:
         first = int(t.extras(i)[1 + len(t.shape(i))])
         i = i if first < 0 else first
-    node = t.views.get(i)
+    node = t.autograd.views.get(i)
     if node is None:
-        node = t.views[i] = Node(t, i)
+        node = t.autograd.views[i] = Node(t, i)
     return node
 
 
@@ -159,7 +159,7 @@ def node_outputs(t, key):
     outputs have no entry)."""
     op = t.OP[key]
     if op == _FUNCTION:
-        group = t.functions[key]
+        group = t.autograd.functions[key]
         return ([e for e, _, _, _ in group.outputs], [k for _, k, _, _ in group.outputs],
                 group.n_outputs)
     entries = [key]
@@ -176,7 +176,7 @@ def _inputs(t, i):
     the right (a number on the left is not an input: ``3 - x`` has one next function)."""
     op = t.OP[i]
     if op == _FUNCTION:    # extras: output position, input count, the tensor inputs
-        return [int(b) for b in t.functions[i].inputs]
+        return [int(b) for b in t.autograd.functions[i].inputs]
     if op in _CAT:
         return [buf for buf, _ in t.cat_pieces(i)[1]]
     spec = BY_CODE[op]
@@ -227,7 +227,7 @@ def _visible(t, j, hidden=None):
                 hidden.add(j)
             stack.extend(reversed([k for k in _inputs(t, j) if k >= 0]))
         elif op == _FUNCTION:   # output k of a custom Function
-            k = next(k for e, k, _, _ in t.functions[j].outputs if e == j)
+            k = next(k for e, k, _, _ in t.autograd.functions[j].outputs if e == j)
             out.append((node_of(t, j), k, j))
         elif op in _PIECES:     # output k of split / unbind (extras: base, strides, group)
             out.append((node_of(t, j), int(t.extras(j)[2 + len(t.shape(j))]), j))

@@ -42,8 +42,8 @@ def register_hook(tensor, hook):
         hooks = tensor.__dict__.setdefault("_hooks", {})
     else:
         t.flush()
-        hooks = t.hooks.setdefault(tensor._i, {})
-        t.hook_dtypes[tensor._i] = tensor.dtype.np
+        hooks = t.autograd.hooks.setdefault(tensor._i, {})
+        t.autograd.hook_dtypes[tensor._i] = tensor.dtype.np
         t.FLAGS[tensor._i] |= HOOKED
     handle = RemovableHandle(hooks)
     hooks[handle.id] = hook

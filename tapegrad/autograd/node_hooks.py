@@ -1,7 +1,7 @@
 """Node hooks: ``grad_fn.register_prehook(fn)`` and ``grad_fn.register_hook(fn)``.
 
 A Node is a view of tape entries rebuilt on demand, so its hooks live on the tape,
-under each entry whose gradient the node receives (``t.node_hooks``; one entry, or the
+under each entry whose gradient the node receives (``t.autograd.node_hooks``; one entry, or the
 outputs of a custom Function or of split / unbind), and those entries are flagged
 ``HOOKED``: the compiled sweep stops at the first of them it reaches, when their
 gradients are complete, and hands the node to Python:
@@ -47,11 +47,11 @@ class NodeHooks:
 
 def register(t, key, fn, post):
     """Add ``fn`` to the hooks of the node of entry ``key``; returns its handle."""
-    hooks = t.node_hooks.get(key)
+    hooks = t.autograd.node_hooks.get(key)
     if hooks is None:
         hooks = NodeHooks(key)
         for e in node_outputs(t, key)[0]:
-            t.node_hooks[e] = hooks
+            t.autograd.node_hooks[e] = hooks
             t.FLAGS[e] |= HOOKED
     return _add_hook(hooks, fn, post)
 
@@ -69,7 +69,7 @@ def register_accumulate(acc, fn, post):
         extra.setdefault("_post_hooks", {})   # these two keys only
         t = live_tape(leaf._tid)
         if t is not None and t.sources.get(leaf._i) is leaf:
-            t.views[leaf._i] = acc
+            t.autograd.views[leaf._i] = acc
     return _add_hook(acc._hooks, fn, post)
 
 
@@ -111,7 +111,7 @@ def node_backward(t, h, hooks, grads):
     hidden = set()
     node_edges = edges(t, hooks.key, hidden)
     if t.OP[hooks.key] == _FUNCTION:        # one gradient per tensor input: per edge
-        grad_inputs = t.functions[hooks.key].call_backward(grads)
+        grad_inputs = t.autograd.functions[hooks.key].call_backward(grads)
         swept = entries
     else:
         grad_inputs, swept = _walk(t, h or _Reader(t), entries, grads, node_edges, hidden)
@@ -176,11 +176,11 @@ def at_hook(t, i, G, live, run_entry):
     """The compiled sweep stopped at HOOKED entry i (its gradient is complete).  Runs what
     waits there; returns ``(top, done)`` for the sweep to resume with.  ``run_entry(e)``
     sweeps entry e alone and returns the entry below it to go on from."""
-    hooks = t.node_hooks.get(i)
+    hooks = t.autograd.node_hooks.get(i)
     if hooks is None:
-        if i in t.hooks and t.OP[i] != _FUNCTION:   # a Function runs its outputs' hooks
+        if i in t.autograd.hooks and t.OP[i] != _FUNCTION:   # a Function runs its outputs' hooks
             _tensor_hooks(t, i, G)
-        if i not in t.packed:
+        if i not in t.autograd.packed:
             return i, i
         old = write_unpacked(t, i)
         try:
@@ -189,7 +189,7 @@ def at_hook(t, i, G, live, run_entry):
             restore(t, old)
     entries = node_outputs(t, hooks.key)[0]
     for e in entries:
-        if live[e] and e in t.hooks:
+        if live[e] and e in t.autograd.hooks:
             _tensor_hooks(t, e, G)
     grads = [from_array(_adjoint(t, G, e).copy()) if live[e] else None for e in entries]
     with no_grad():
@@ -205,12 +205,12 @@ def at_hook(t, i, G, live, run_entry):
 
 def _tensor_hooks(t, e, G):
     """Tensor hooks of entry e on its adjoint, which they may replace."""
-    G[t.OFF[e]:t.OFF[e] + t.size(e)] = run_hooks(t.hooks[e], _adjoint(t, G, e),
-                                                  t.hook_dtypes[e]).reshape(-1)
+    G[t.OFF[e]:t.OFF[e] + t.size(e)] = run_hooks(t.autograd.hooks[e], _adjoint(t, G, e),
+                                                  t.autograd.hook_dtypes[e]).reshape(-1)
 
 
 def function_output_hooks(t, group, G, live):
     """Before a custom Function's backward: the tensor hooks of its reached outputs."""
     for e, _, _, _ in group.outputs:
-        if live[e] and e in t.hooks:
+        if live[e] and e in t.autograd.hooks:
             _tensor_hooks(t, e, G)

@@ -109,7 +109,7 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
             continue
         if FLAGS[i] & tp.CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
-        node = t.node_hooks.get(i) if t.node_hooks else None
+        node = t.autograd.node_hooks.get(i) if t.autograd.node_hooks else None
         if node is not None:
             contributions = _hooked_node(t, h, node, i, arrive(i, g), adj, scattered, live,
                                          arrive)
@@ -119,7 +119,7 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
             contributions = rule_contributions(RULES[op], t, h, i, arrive(i, g))
         for j, c in contributions:
             _add(adj, scattered, j, c)
-    if t.modified:
+    if t.autograd.modified:
         err = modified_saved_error(t, live, n)
         if err is not None:
             raise err
@@ -141,10 +141,10 @@ class _Arrival:
         if g is None:
             return None
         t = self.t
-        if i in t.hooks:
-            g = apply_hooks(t.hooks[i], g)
-        if i in t.retained:
-            self.accumulate(t.retained[i], g)
+        if i in t.autograd.hooks:
+            g = apply_hooks(t.autograd.hooks[i], g)
+        if i in t.autograd.retained:
+            self.accumulate(t.autograd.retained[i], g)
         k = self.want_at.get((t.uid, i))
         if k is not None:
             found = self.found
@@ -154,7 +154,7 @@ class _Arrival:
 
 def _function(t, h, i, g, adj, scattered, live, arrive):
     """A custom Function's backward on tensors, with grad mode on."""
-    group = t.functions[i]
+    group = t.autograd.functions[i]
     grads = []
     for e, _, _, _ in group.outputs:
         grads.append(g if e == i else arrive(e, _complete(h, adj, scattered, e)))

@@ -7,7 +7,7 @@ requiring grad saves y; for elementwise ops this is read off the table's adjoint
 While hooks are active, each entry recorded calls ``pack_hook`` once per saved value, at
 forward time, under no_grad, on a tensor standing for that value (the leaf itself for a
 leaf, the unbroadcast operand of a broadcast); the packed objects are kept on the tape
-(``t.packed``) and the entry is flagged ``HOOKED``.  When a backward reaches the entry,
+(``t.autograd.packed``) and the entry is flagged ``HOOKED``.  When a backward reaches the entry,
 ``unpack_hook`` runs on each and the entry's backward reads the unpacked values (the
 compiled sweep: written into the value arena for this entry only, then restored; the
 recorded backward: the tensors themselves), so a pack/unpack pair that changes values
@@ -174,7 +174,7 @@ def _pack_entry(t, i):
     if not slots:
         return
     pack_hook, unpack_hook = hooks
-    t.packed[i] = [(slot, j, shown, _pack(pack_hook, _tensor_of(t, shown)), unpack_hook)
+    t.autograd.packed[i] = [(slot, j, shown, _pack(pack_hook, _tensor_of(t, shown)), unpack_hook)
                    for slot, j, shown in slots]
     t.FLAGS[i] |= tp.HOOKED
 
@@ -212,7 +212,7 @@ def _unpack(unpack_hook, packed):
 def unpacked_slot(t, i, slot):
     """The unpacked value of entry i's saved ``slot`` (``grad_fn._saved_self``), or None
     if it was not packed."""
-    for s, _, _, packed, unpack_hook in t.packed.get(i, ()):
+    for s, _, _, packed, unpack_hook in t.autograd.packed.get(i, ()):
         if s == slot:
             return _unpack(unpack_hook, packed)
     return None
@@ -235,7 +235,7 @@ def write_unpacked(t, i):
     entry alone); returns what to pass to ``restore``."""
     old = []
     with no_grad():
-        for _, j, shown, packed, unpack_hook in t.packed[i]:
+        for _, j, shown, packed, unpack_hook in t.autograd.packed[i]:
             x = _unpack(unpack_hook, packed)
             _fitted_shape(t, shown, x, i)
             o, n = int(t.OFF[j]), t.size(j)
@@ -253,7 +253,7 @@ def restore(t, old):
 def rule_contributions(rule, t, h, j, g):
     """``rule(j, g, h)`` (an adjoint rule on tensors) reading entry j's unpacked saved
     values if it packed any (in the current grad mode: recorded under create_graph)."""
-    packed = t.packed.get(j) if t.packed else None
+    packed = t.autograd.packed.get(j) if t.autograd.packed else None
     if not packed:
         return rule(j, g, h)
     from ..shape_ops import broadcast_to
@@ -283,5 +283,5 @@ def rule_contributions(rule, t, h, j, g):
 def drop_consumed(t, live):
     """Free the packed values of the entries a backward without retain_graph consumed
     (PyTorch frees saved values then)."""
-    for e in [e for e in t.packed if e < len(live) and live[e]]:
-        del t.packed[e]
+    for e in [e for e in t.autograd.packed if e < len(live) and live[e]]:
+        del t.autograd.packed[e]

@@ -28,18 +28,20 @@ def _map_const(op, x, c, c2, out):
         out[k] = ew_fwd(op, x[k], c, c2)
 
 
-def ew_array(op, x, y=None, c=0.0, c2=0.0):
+def ew_array(op, x, y=None, c=0.0, c2=0.0, parallel=True):
     """Elementwise op ``op`` on a float array ``x`` and ``y`` (an array of x's shape) or,
     ``y`` None, the constant ``c`` (``c2``: clamp's upper bound): a new array of x's
     shape and dtype."""
     dt = x.dtype
     if dt.char != "d" or not x.flags.c_contiguous or \
             (y is not None and (y.dtype.char != "d" or not y.flags.c_contiguous)):
+        # float32 (and strided) values: the float64 rule, rounded; on one core, as NumPy
+        # would (a parallel launch here leaves OpenMP's threads spinning beside BLAS)
         r = ew_array(op, np.asarray(x, np.float64, order="C"), None if y is None else
-                     np.asarray(y, np.float64, order="C"), c, c2)     # (0-d stays 0-d)
+                     np.asarray(y, np.float64, order="C"), c, c2, dt.char == "d")
         return r if dt.char == "d" else r.astype(dt)
     if x.size >= BLOCK_MIN:
-        return fused.ew_into(op, x, y, c, np.empty_like(x), c2)
+        return fused.ew_into(op, x, y, c, np.empty_like(x), c2, parallel)
     out = np.empty_like(x)
     flat = x.ndim == 1
     xf, of = (x, out) if flat else (x.reshape(-1), out.reshape(-1))

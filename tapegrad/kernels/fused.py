@@ -204,11 +204,12 @@ def map_parallel(op, x, y, has_y, c, c2, out, n, threads):
         _map_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), op, x, y, has_y, c, c2, out, n)
 
 
-def ew_into(code, x, y, c, out, c2=0.0):
+def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
     """out = elementwise op ``code`` of the C-contiguous float64 array ``x`` and ``y`` (an
-    array of x's shape) or, ``y`` None, the constant ``c``; by the block kernels."""
+    array of x's shape) or, ``y`` None, the constant ``c``; by the block kernels (on both
+    cores if the array is large enough and ``parallel``)."""
     n = x.size
     has_y = y is not None
-    launch(map_serial, map_parallel, n, code, x.reshape(-1), (y if has_y else x).reshape(-1),
-           has_y, c, c2, out.reshape(-1), n)
+    launch(map_serial, map_parallel, n if parallel else 0, code, x.reshape(-1),
+           (y if has_y else x).reshape(-1), has_y, c, c2, out.reshape(-1), n)
     return out

@@ -129,7 +129,7 @@ class Record(Layout):
 
 
 def _freeze(t, xs, outs, rec, grads):
-    if t.hooks:
+    if t.autograd.hooks:
         raise ReplayError("tensor hooks run Python during backward: a function that "
                           "registers them cannot be traced for replay")
     t.flush()

@@ -119,7 +119,7 @@ def _saved(node, show_attrs):
     if isinstance(node, AccumulateGrad):
         return []
     t = node._t()
-    group = t.functions.get(node._i)
+    group = t.autograd.functions.get(node._i)
     if group is not None:
         return [(f"saved_tensors[{k}]", v) for k, v in enumerate(group.ctx.saved_tensors)]
     out = []

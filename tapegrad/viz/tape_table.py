@@ -101,7 +101,7 @@ def _entry_dtype(t, i, known):
     if BY_CODE[code].kind == "source":
         return t.sources[i].dtype
     if code == _FUNCTION:
-        return next(dtypes.from_np(d) for e, _, d, _ in t.functions[i].outputs if e == i)
+        return next(dtypes.from_np(d) for e, _, d, _ in t.autograd.functions[i].outputs if e == i)
     ins = inputs(t, i)
     if any(known[j] is None for j in ins):
         return None
