@@ -232,8 +232,10 @@ def reduce(i, g, h):
         return [(a, spread * (nout / nin))]
     xv = h.value(a).reshape(-1)
     rv = h.value(i).reshape(-1)
-    if name in ("amax", "amin", "max_all", "min_all"):
-        mask = (xv == rv[o]).astype(np.float64)
+    if name in ("amax", "amin", "max_all", "min_all"):     # as kernels.reduce.attains
+        r_o = rv[o]
+        mask = ((xv == r_o) | (name.endswith("_all") & np.isnan(r_o) & np.isnan(xv)))
+        mask = mask.astype(np.float64)
         count = np.bincount(o, weights=mask, minlength=nout)
         return [(a, spread * _const((mask / count[o]).reshape(in_shape)))]
     # prod: the product of the others, by division where no factor is zero

@@ -12,6 +12,13 @@ _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
+def attains(x, r, full):
+    """Does an element x attain the extremum r?  Equal; for a full reduction (max(),
+    min()) with a nan result, the nans (PyTorch's evenly_distribute_backward)."""
+    return x == r or (full and r != r and x != x)
+
+
+@njit(**_JIT)
 def reduce_map(i, A, OFF, META, IAUX, omap):
     """For reduction entry i: ``omap[k]`` = the output element that input element k
     feeds (the input's shape read with the output's strides).  Returns (input size,
@@ -98,14 +105,16 @@ def reverse(i, op, A, OFF, META, IAUX, V, G, scratch, omap):
         for k in range(nin):
             G[oa + k] += G[oi + o[k]] * scale
     elif op == OP_AMAX or op == OP_AMIN or op == OP_MAX_ALL or op == OP_MIN_ALL:
-        # the gradient is shared evenly among the positions that attain the extremum
+        # shared evenly among the positions that attain the extremum, as PyTorch:
+        # (g / count) * attains, so a row that no position attains (nan) gets nan
+        full = op == OP_MAX_ALL or op == OP_MIN_ALL
         acc[:nout] = 0.0
         for k in range(nin):
-            if V[oa + k] == V[oi + o[k]]:
+            if attains(V[oa + k], V[oi + o[k]], full):
                 acc[o[k]] += 1.0
         for k in range(nin):
-            if V[oa + k] == V[oi + o[k]]:
-                G[oa + k] += G[oi + o[k]] / acc[o[k]]
+            hit = 1.0 if attains(V[oa + k], V[oi + o[k]], full) else 0.0
+            G[oa + k] += G[oi + o[k]] / acc[o[k]] * hit
     elif op == OP_PROD or op == OP_PROD_DIM:
         prod_parts(oa, nin, nout, o, V, acc)
         for k in range(nin):
@@ -134,10 +143,11 @@ def tangent(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap):
                 T[oi + o[k]] += d
     else:
         # amax / amin: the mean of the tangents where the extremum is attained
+        full = op == OP_MAX_ALL or op == OP_MIN_ALL
         acc = scratch
         acc[:nout] = 0.0
         for k in range(nin):
-            if V[oa + k] == V[oi + o[k]]:
+            if attains(V[oa + k], V[oi + o[k]], full):
                 acc[o[k]] += 1.0
                 T[oi + o[k]] += T[oa + k]
         for j in range(nout):

@@ -410,16 +410,22 @@ class _Tape:
         elif name in ("prod", "prod_dim"):
             self._prod_adjoint(i, a, o, X, g)
         else:           # amax / amin: shared evenly among the positions that attain it
-            R = self.elems(i)
+            R = self.elems(i)          # (kernels.reduce.attains: a full reduction's nans)
             hit = [em.tmp(f"fcmp oeq double {X[k]}, {R[o[k]]}") for k in range(len(X))]
+            if name.endswith("_all"):
+                for k in range(len(X)):
+                    r_nan = em.tmp(f"fcmp uno double {R[o[k]]}, {R[o[k]]}")
+                    x_nan = em.tmp(f"fcmp uno double {X[k]}, {X[k]}")
+                    both = em.tmp(f"and i1 {r_nan}, {x_nan}")
+                    hit[k] = em.tmp(f"or i1 {hit[k]}, {both}")
             count = [const(0.0)] * r.size(i)
             for k in range(len(X)):
                 one = em.tmp(f"select i1 {hit[k]}, double {const(1.0)}, double {const(0.0)}")
                 count[o[k]] = em.tmp(f"fadd double {count[o[k]]}, {one}")
-            for k in range(len(X)):
+            for k in range(len(X)):            # (g / count) * hit: nan where none attains
                 share = em.tmp(f"fdiv double {g[o[k]]}, {count[o[k]]}")
-                self.add(a, k, em.tmp(f"select i1 {hit[k]}, double {share}, double "
-                                      f"{const(0.0)}"))
+                one = em.tmp(f"select i1 {hit[k]}, double {const(1.0)}, double {const(0.0)}")
+                self.add(a, k, em.tmp(f"fmul double {share}, {one}"))
 
     def _prod_adjoint(self, i, a, o, X, g):
         """The product of the others, exact with zeros (as the interpreter counts them)."""
