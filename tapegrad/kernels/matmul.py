@@ -9,9 +9,15 @@ _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
-def forward(i, A, B, OFF, META, IAUX, V):
+def dims(i, META, IAUX):
+    """(nb, M, K, N) of product entry i."""
     e = extras_at(META, IAUX, i)
-    nb, M, K, N = IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3]
+    return IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3]
+
+
+@njit(**_JIT)
+def forward(i, A, B, OFF, META, IAUX, V):
+    nb, M, K, N = dims(i, META, IAUX)
     oa, ob, oi = OFF[A[i]], OFF[B[i]], OFF[i]
     for bt in range(nb):
         xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
@@ -26,8 +32,7 @@ def forward(i, A, B, OFF, META, IAUX, V):
 @njit(**_JIT)
 def reverse(i, OP, A, B, OFF, META, IAUX, V, G):
     """out[b] = x[b] @ y[b] with x (nb, M, K), y (nb, K, N): dx = g y^T, dy = x^T g."""
-    e = extras_at(META, IAUX, i)
-    nb, M, K, N = IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3]
+    nb, M, K, N = dims(i, META, IAUX)
     a, b = A[i], B[i]
     oa, ob, oi = OFF[a], OFF[b], OFF[i]
     for bt in range(nb):
@@ -50,8 +55,7 @@ def reverse(i, OP, A, B, OFF, META, IAUX, V, G):
 @njit(**_JIT)
 def tangent(i, A, B, OFF, META, IAUX, V, T, has):
     """d(x @ y) = dx @ y + x @ dy, batch by batch."""
-    e = extras_at(META, IAUX, i)
-    nb, M, K, N = IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3]
+    nb, M, K, N = dims(i, META, IAUX)
     a, b = A[i], B[i]
     oa, ob, oi = OFF[a], OFF[b], OFF[i]
     ha, hb = has[a] != 0, has[b] != 0
