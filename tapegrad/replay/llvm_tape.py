@@ -310,8 +310,7 @@ class _Tape:
         lst = self.adj.get(j)
         if lst is None:
             lst = self.adj[j] = [None] * r.size(j)
-        # from +0, as the interpreter's adjoint arena: a first -0 contribution sums to +0
-        lst[k] = self.em.tmp(f"fadd double {const(0.0) if lst[k] is None else lst[k]}, {v}")
+        lst[k] = v if lst[k] is None else self.em.tmp(f"fadd double {lst[k]}, {v}")
 
     def _adjoint(self, i, g):
         r, em = self.r, self.em
@@ -480,7 +479,10 @@ def build_ir(r):
         got = tp.adj.get(e) or [None] * r.size(e)
         for k, v in enumerate(got):
             p = em.tmp(f"getelementptr double, double* %grad, i64 {start + k}")
-            em.lines.append(f"  store double {const(0.0) if v is None else v}, double* {p}")
+            # + 0.0: the interpreter sums adjoints from +0, so its gradients are never -0;
+            # the sign of a zero adjoint changes nothing else (rules are linear in g)
+            v = const(0.0) if v is None else em.tmp(f"fadd double {const(0.0)}, {v}")
+            em.lines.append(f"  store double {v}, double* {p}")
     body = "\n".join(em.lines)
     return (f"{em.declarations()}\n"
             "define i32 @tape(double* %x, double* %grad, double* %value) {\nentry:\n"
