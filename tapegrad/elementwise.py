@@ -329,6 +329,9 @@ def _make_rbinary(op):
 
 _RBINARY = {op.name: _make_rbinary(op) for op in EW_OPS
             if op.arity == 2 and not op.commutes and op.name != "div"}
+# the reflected operators: ``c - y`` is recorded with the constant on the left;
+# ``c / y`` is PyTorch's reciprocal(y) * c
+REFLECTED = dict(_RBINARY, div=lambda y, c: reciprocal(y) * c)
 
 
 FUNCTIONS = {}

@@ -85,12 +85,18 @@ def _check(x):
                            "details.")
 
 
-def _make(name):
-    def method(self, other, *, alpha=None):
-        _check(self)
-        if alpha is not None:
-            other = other * alpha
-        return _adopt(self, lambda: getattr(Tensor, name)(self, other))
+def inplace_form(name, arity):
+    """``x.name_(...)``: the op ``name`` out of place, adopted by x."""
+    if arity == 1:
+        def method(self):
+            _check(self)
+            return _adopt(self, lambda: getattr(Tensor, name)(self))
+    else:
+        def method(self, other, *, alpha=None):
+            _check(self)
+            if alpha is not None:
+                other = other * alpha
+            return _adopt(self, lambda: getattr(Tensor, name)(self, other))
     method.__name__ = name + "_"
     return method
 

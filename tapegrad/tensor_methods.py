@@ -6,45 +6,37 @@ table, ``shape_ops``, ``reductions``, ``linalg``, ``softmax_ops``, ``factories``
 ``inplace``) and become methods and operators here, at import of ``tapegrad``.
 """
 from . import dtypes
-from .elementwise import (_RBINARY, FUNCTIONS, abs, add, clamp, clamp_max, clamp_min, div, mul,
-                          neg, pow, reciprocal, sub, where)
+from .elementwise import FUNCTIONS, REFLECTED, clamp, clamp_max, clamp_min, where
 from .factories import ones, tensor, to, zeros
-from .inplace import _make, clamp_, copy_, fill_, normal_, setitem, uniform_, zero_
+from .inplace import clamp_, copy_, fill_, inplace_form, normal_, setitem, uniform_, zero_
 from .linalg import bmm, dot, matmul, mm, mv, outer
 from .reductions import (all, amax, amin, any, argmax, argmin, max, mean, min, norm, prod, std,
                          sum, var)
 from .shape_ops import (broadcast_to, chunk, expand, expand_as, flatten, getitem, permute,
                         reshape, split, squeeze, t, transpose, unbind, unsqueeze, view)
 from .softmax_ops import log_softmax, logsumexp, softmax
+from .ops.table import COMPARE_OPS, EW_OPS
 from .tensor import Tensor
 
 T = Tensor
-# -- elementwise, from the op table: functions, operators, comparisons ------------------------
-for _name, _f in FUNCTIONS.items():
-    setattr(T, _name, _f)
-T.clamp, T.clamp_min, T.clamp_max, T.clip = clamp, clamp_min, clamp_max, clamp
-T.__add__ = T.__radd__ = add
-T.__sub__ = sub
-T.__rsub__ = _RBINARY["sub"]
-T.__mul__ = T.__rmul__ = mul
-T.__truediv__ = T.div = T.divide = div
-T.__rtruediv__ = lambda self, other: reciprocal(self) * other
-T.__pow__ = pow
-T.__rpow__ = _RBINARY["pow"]
-T.__neg__ = T.negative = neg
-T.__abs__ = T.absolute = abs
+# -- elementwise and comparisons, from the op table: name, aliases, operators, in-place form --
+for _op in EW_OPS + COMPARE_OPS:
+    _f = clamp if _op.name == "clamp" else FUNCTIONS[_op.name]
+    for _name in (_op.name,) + _op.aliases + _op.dunders:
+        setattr(T, _name, _f)
+    if _op.rdunder:
+        setattr(T, _op.rdunder, REFLECTED[_op.name])
+    if _op.kind == "ew" and _op.inplace:
+        _g = clamp_ if _op.name == "clamp" else inplace_form(_op.name, _op.arity)
+        for _name in (_op.name,) + _op.aliases:
+            setattr(T, _name + "_", _g)
+        for _dunder in _op.dunders[:1]:                 # x += y is x.add_(y)
+            if _op.arity == 2:
+                setattr(T, "__i" + _dunder[2:], _g)
+T.clamp_min, T.clamp_max = clamp_min, clamp_max
 T.__pos__ = lambda self: self
-for _name, _dunder in (("lt", "__lt__"), ("le", "__le__"), ("gt", "__gt__"),
-                       ("ge", "__ge__"), ("eq", "__eq__"), ("ne", "__ne__")):
-    setattr(T, _dunder, FUNCTIONS[_name])
-T.subtract, T.multiply = sub, mul
 T.where = lambda self, condition, other: where(condition, self, other)
-# -- in place ---------------------------------------------------------------------------------
-for _name in ("add", "sub", "mul", "div", "pow"):
-    setattr(T, _name + "_", _make(_name))
-T.__iadd__, T.__isub__, T.__imul__, T.__itruediv__ = T.add_, T.sub_, T.mul_, T.div_
-T.__ipow__ = T.pow_
-T.clamp_ = T.clip_ = clamp_
+# -- in place, the rest -----------------------------------------------------------------------
 T.zero_, T.fill_, T.copy_ = zero_, fill_, copy_
 T.uniform_, T.normal_ = uniform_, normal_
 T.__setitem__ = setitem

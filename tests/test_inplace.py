@@ -1,6 +1,7 @@
 """In-place ops and version counters against PyTorch."""
 import numpy as np
 import pytest
+import tapegrad as tg
 
 
 pytestmark = pytest.mark.usefixtures("torch_float64")
@@ -221,3 +222,40 @@ def test_modified_saved_value_errors_only_where_pytorch_saves_it(both):
         return out
     ref, got = both(program)
     assert got == ref and "ok" in ref and ref.count("ok") < len(ref)
+
+
+def _inplace_ops():
+    from tapegrad.ops.table import EW_OPS
+    return [op for op in EW_OPS if op.inplace]
+
+
+def test_in_place_forms_are_the_tables_and_pytorchs():
+    torch = pytest.importorskip("torch")
+    from tapegrad.ops.table import EW_OPS
+    for op in EW_OPS:
+        name = op.name + "_"
+        assert hasattr(tg.Tensor, name) == hasattr(torch.Tensor, name) == op.inplace, name
+
+
+@pytest.mark.parametrize("op", _inplace_ops(), ids=lambda op: op.name)
+def test_every_in_place_form_matches_pytorch(op):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    a0 = rng.uniform(*op.domain, 4)
+    b0 = rng.uniform(*op.domain_y, 4)
+    out = []
+    for m in (tg, torch):
+        a = m.tensor(a0, requires_grad=True)
+        b = m.tensor(b0, requires_grad=True)
+        x = a * 1.0
+        args = (b,) if op.arity == 2 else (-0.5, 0.7) if op.name == "clamp" else ()
+        r = getattr(x, op.name + "_")(*args)
+        assert r is x
+        (x * m.tensor([1.0, 2.0, -1.0, 0.5])).sum().backward()
+        out.append((x.detach().numpy(), a.grad.numpy(),
+                    b.grad.numpy() if op.arity == 2 else None))
+    (v, ga, gb), (tv, tga, tgb) = out
+    np.testing.assert_allclose(v, tv, rtol=1e-14)
+    np.testing.assert_allclose(ga, tga, rtol=1e-13)
+    if gb is not None:
+        np.testing.assert_allclose(gb, tgb, rtol=1e-13)

@@ -68,6 +68,10 @@ class Op:
     domain_y: tuple = (-2.0, 2.0)  # test inputs for y
     commutes: bool = False    # a Python scalar on the left may be swapped to the right
     const_edge: bool = True   # a Python scalar operand shows as a (None, 0) next function
+    inplace: bool = True      # ew: Tensor has the in-place form ``name_`` (as PyTorch)
+    dunders: tuple = ()       # the Python operators that are this op (``__add__``, ...)
+    rdunder: str = ""         # the reflected operator (a Python number on the left)
+    aliases: tuple = ()       # PyTorch's other names for it (``subtract``)
 
 
 E = "ew"
@@ -76,26 +80,29 @@ _POS = (0.1, 3.0)
 OPS = (
     # ---- elementwise binary -------------------------------------------------------
     Op(0, "add", E, 2, "AddBackward0", "x + y", "g", "g", py=operator.add, np_fwd=np.add,
-       commutes=True, int_closed=True, exact=True),
+       commutes=True, int_closed=True, exact=True, dunders=("__add__", "__radd__")),
     Op(1, "sub", E, 2, "SubBackward0", "x - y", "g", "-g", py=operator.sub, np_fwd=np.subtract,
-       node_lconst="RsubBackward1", int_closed=True, exact=True),
+       node_lconst="RsubBackward1", int_closed=True, exact=True,
+       dunders=("__sub__",), rdunder="__rsub__", aliases=("subtract",)),
     Op(2, "mul", E, 2, "MulBackward0", "x * y", "g * y", "g * x", ("self", "other"),
-       py=operator.mul, np_fwd=np.multiply, commutes=True, int_closed=True, exact=True),
+       py=operator.mul, np_fwd=np.multiply, commutes=True, int_closed=True, exact=True,
+       dunders=("__mul__", "__rmul__"), aliases=("multiply",)),
     Op(3, "div", E, 2, "DivBackward0", "x / y", "g / y", "-g * (x / y) / y", ("self", "other"),
-       py=operator.truediv, domain_y=_POS, np_fwd=np.true_divide, exact=True),
+       py=operator.truediv, domain_y=_POS, np_fwd=np.true_divide, exact=True,
+       dunders=("__truediv__",), rdunder="__rtruediv__", aliases=("divide",)),
     Op(4, "pow", E, 2, "PowBackward1", "x ** y", "g * sm.pow_dx(x, y)",
        "g * sm.pow_dy(x, y, r)", ("self", "other", "result"), py=math.pow, np_fwd=np.power,
        node_rconst="PowBackward0", node_lconst="PowBackward2", const_edge=False, domain=_POS,
-       int_closed=True),
+       int_closed=True, dunders=("__pow__",), rdunder="__rpow__"),
     Op(5, "maximum", E, 2, "MaximumBackward0", "sm.maximum(x, y)", "g * sm.max_share(x, y)",
        "g * sm.max_share(y, x)", ("self", "other"), np_fwd=np.maximum, commutes=True,
-       int_closed=True),
+       int_closed=True, inplace=False),
     Op(6, "minimum", E, 2, "MinimumBackward0", "sm.minimum(x, y)", "g * sm.max_share(y, x)",
        "g * sm.max_share(x, y)", ("self", "other"), np_fwd=np.minimum, commutes=True,
-       int_closed=True),
+       int_closed=True, inplace=False),
     # ---- elementwise unary --------------------------------------------------------
     Op(7, "neg", E, 1, "NegBackward0", "-x", "-g", py=operator.neg, np_fwd=np.negative,
-       int_closed=True, exact=True),
+       int_closed=True, exact=True, dunders=("__neg__",), aliases=("negative",)),
     Op(8, "exp", E, 1, "ExpBackward0", "math.exp(x)", "g * r", saves=("result",), py=math.exp),
     Op(9, "log", E, 1, "LogBackward0", "math.log(x)", "g / x", saves=("self",), py=math.log,
        domain=_POS),
@@ -119,7 +126,8 @@ OPS = (
        saves=("result",)),
     Op(19, "relu", E, 1, "ReluBackward0", "sm.relu(x)", "g * sm.step(r)", saves=("result",)),
     Op(20, "abs", E, 1, "AbsBackward0", "abs(x)", "g * sm.sign(x)", saves=("self",), py=abs,
-       np_fwd=np.abs, int_closed=True, exact=True),
+       np_fwd=np.abs, int_closed=True, exact=True,
+       dunders=("__abs__",), aliases=("absolute",)),
     Op(21, "sign", E, 1, "SignBackward0", "sm.sign(x)", "0.0 * g", np_fwd=np.sign,
        int_closed=True),
     Op(22, "square", E, 1, "PowBackward0", "x * x", "2.0 * g * x", saves=("self",),
@@ -127,11 +135,11 @@ OPS = (
     Op(23, "reciprocal", E, 1, "ReciprocalBackward0", "1.0 / x", "-g * r * r", saves=("result",),
        domain=_POS, np_fwd=np.reciprocal, exact=True),
     Op(24, "softplus", E, 1, "SoftplusBackward0", "sm.softplus(x)", "g * sm.softplus_grad(x)",
-       saves=("self",), domain=(-25.0, 25.0)),
+       saves=("self",), domain=(-25.0, 25.0), inplace=False),
     Op(25, "erf", E, 1, "ErfBackward0", "math.erf(x)", "g * sm.erf_grad(x)", saves=("self",),
        py=math.erf),
     Op(26, "clamp", E, 1, "ClampBackward1", "sm.clamp(x, y, c2)", "g * sm.in_range(x, y, c2)",
-       saves=("self",), np_fwd=np.clip, int_closed=True),
+       saves=("self",), np_fwd=np.clip, int_closed=True, aliases=("clip",)),
     Op(27, "sinc", E, 1, "SincBackward0", "sm.sinc(x)", "g * sm.sinc_grad(x)", saves=("self",)),
     Op(28, "logit", E, 1, "LogitBackward0", "math.log(x / (1.0 - x))", "sm.logit_grad(x, g)",
        saves=("self",), domain=(0.05, 0.95)),
@@ -186,12 +194,18 @@ OPS = (
     # runs in Python between two compiled sweeps
     Op(416, "function", "host", -1, "Backward"),
     # ---- comparisons (only on traced tapes) -------------------------------------------
-    Op(420, "lt", "compare", 2, "", "1.0 if x < y else 0.0", np_fwd=np.less),
-    Op(421, "le", "compare", 2, "", "1.0 if x <= y else 0.0", np_fwd=np.less_equal),
-    Op(422, "gt", "compare", 2, "", "1.0 if x > y else 0.0", np_fwd=np.greater),
-    Op(423, "ge", "compare", 2, "", "1.0 if x >= y else 0.0", np_fwd=np.greater_equal),
-    Op(424, "eq", "compare", 2, "", "1.0 if x == y else 0.0", np_fwd=np.equal),
-    Op(425, "ne", "compare", 2, "", "1.0 if x != y else 0.0", np_fwd=np.not_equal),
+    Op(420, "lt", "compare", 2, "", "1.0 if x < y else 0.0", np_fwd=np.less,
+       dunders=("__lt__",)),
+    Op(421, "le", "compare", 2, "", "1.0 if x <= y else 0.0", np_fwd=np.less_equal,
+       dunders=("__le__",)),
+    Op(422, "gt", "compare", 2, "", "1.0 if x > y else 0.0", np_fwd=np.greater,
+       dunders=("__gt__",)),
+    Op(423, "ge", "compare", 2, "", "1.0 if x >= y else 0.0", np_fwd=np.greater_equal,
+       dunders=("__ge__",)),
+    Op(424, "eq", "compare", 2, "", "1.0 if x == y else 0.0", np_fwd=np.equal,
+       dunders=("__eq__",)),
+    Op(425, "ne", "compare", 2, "", "1.0 if x != y else 0.0", np_fwd=np.not_equal,
+       dunders=("__ne__",)),
     Op(436, "detach", "stop", 1, ""),
 )
 
