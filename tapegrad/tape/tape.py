@@ -1,45 +1,19 @@
-"""The tape: a flat Wengert list of entries, struct-of-arrays.
-
-Entry ``i`` produces buffer ``i``.  Columns (NumPy arrays grown by doubling):
-
-  ``OP``    op code (``ops.table``: stable, explicit, ``BY_CODE[code]`` is the op)
-  ``A B``   input buffer indices (-1: the operand is the constant ``C``)
-  ``C C2``  constants (a Python scalar operand; clamp's bounds)
-  ``OFF``   offset of the buffer's values in the value arena ``V``
-  ``META``  offset of the buffer's metadata in ``IAUX`` (-1 for a 0-d scalar):
-            ``[size, ndim, *shape, *op-specific extras]``
-  ``FLAGS`` ``CONSUMED`` (swept by a backward without retain_graph), ``HIDDEN``
-            (an internal step of a composite op, e.g. a broadcast), ``HOOKED`` (Python
-            waits for this entry in the sweep: a tensor hook, a Node hook, a saved
-            value packed by ``saved_tensors_hooks``)
-
-Recording stages entries in Python lists (a scalar op appends one flat 5-tuple, an
-array op one row with its value); ``flush`` moves them into the columns and the value
-arena with a few vectorised copies, before anything reads the tape and every
-``_STAGE_BLOCK`` entries.  A default tape that no tensor refers to any more starts over
-in place; one that grew very large while in use is left to its tensors.
-
-Leaves live outside the tape: the first time a leaf (or a constant, or a tensor of
-another tape) is used, it gets a ``source`` entry holding its value.
-
-A large float64 elementwise result is computed straight into the arena
-(``append_into``): its tensor's value is a view of ``V`` and nothing is copied (fresh
-memory costs page faults, about 2.5 us per 4 KiB here, more than the op itself).  Such
-values are never written to (in-place ops rebind), and an arena that views still
-refer to is never reused: ``_reset``, ``release`` and the pools check its refcount.
-"""
+"""The Tape: recording (staging, flush), sources, the thread's current tape, and the
+observers of recording (anomaly mode's source lines, saved_tensors_hooks).  See the
+package's docstring."""
 import itertools
+import os
 import sys
 import weakref
 
 import numpy as np
 
-from .grad_mode import STATE
-from .ops.table import CODE
+from ..grad_mode import STATE
+from ..ops.table import CODE
+from .arena import _col_pool, _grow, _pool, _pool_arena, _viewed
+from .columns import _COLUMNS, Layout
+from .entry_state import EntryState
 
-CONSUMED = 1
-HIDDEN = 2
-HOOKED = 4       # hooks wait for this entry: the sweep stops there
 
 LEAF, CONST, EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _STAGE_BLOCK = 4096          # staged scalar entries per flush
@@ -47,13 +21,6 @@ _ROTATE_ENTRIES = 1 << 16    # a default tape still in use past these sizes is l
 _ROTATE_VALUES = 1 << 23     # its tensors, and recording moves on to a new one
 _uids = itertools.count(1)
 _live = weakref.WeakValueDictionary()   # uid -> tape, for in-place ops on leaves
-_pool = []                   # value arenas of released tapes, for reuse
-_POOL_BYTES = 1 << 30        # ... at most this much of them (a 50-op chain on 10^6 elements
-                             # spans 6 tapes of 128 MB: fresh memory faults 2.5 us per 4 KiB)
-_col_pool = []               # column sets of dead tapes, for reuse
-_COLUMNS = (("OP", np.int16), ("A", np.int64), ("B", np.int64), ("C", np.float64),
-            ("C2", np.float64), ("OFF", np.int64), ("META", np.int64), ("FLAGS", np.uint8),
-            ("IAUX", np.int64))
 
 SECOND_BACKWARD = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -65,89 +32,6 @@ SECOND_BACKWARD = (
 
 _EMPTY = np.empty(0)
 _PLACE_MIN = 4096            # float64 sources this large are copied into the arena at once
-
-
-def _viewed(V, frames=1):
-    """Do tensors hold views of arena V (values written by ``append_into``)?  ``frames``:
-    the calls V was passed down from its owner's attribute (each holds a reference)."""
-    return sys.getrefcount(V) > 2 + frames   # + the attribute and getrefcount's argument
-
-
-def _pool_arena(V):
-    if (V.shape[0] >= 1024 and len(_pool) < 16 and not _viewed(V, 2)
-            and V.nbytes + sum(a.nbytes for a in _pool) <= _POOL_BYTES):
-        _pool.append(V)
-
-
-def _grow(arr, need, pool=()):
-    """``arr`` grown by doubling to hold at least ``need`` items (contents kept), into
-    a pooled array if one is large enough."""
-    if need <= arr.shape[0]:
-        return arr
-    cap = max(need, 2 * arr.shape[0])
-    fits = [k for k, a in enumerate(pool) if a.shape[0] >= cap]
-    new = pool.pop(fits[0]) if fits else np.empty(cap, arr.dtype)
-    new[:arr.shape[0]] = arr
-    return new
-
-
-class Layout:
-    """The entry layout, read in Python (``kernels/layout.py`` reads it in compiled code):
-    entry i's values at ``V[OFF[i]:]``; unless it is a 0-d scalar (``META[i] < 0``),
-    ``IAUX[META[i]:]`` holds ``[size, ndim, *shape, *extras]``.  One reader for the tape,
-    a frozen recording (``replay.record.Record``) and ``create_graph``'s walk."""
-
-    def size(self, i):
-        """Number of values in buffer ``i``."""
-        m = self.META[i]
-        return 1 if m < 0 else int(self.IAUX[m])
-
-    def shape(self, i):
-        m = self.META[i]
-        if m < 0:
-            return ()
-        IAUX = self.IAUX
-        return tuple(IAUX[m + 2:m + 2 + IAUX[m + 1]].tolist())
-
-    def extras(self, i):
-        """The kind-specific extras of entry ``i`` (a view of the rest of IAUX)."""
-        m = self.META[i]
-        return self.IAUX[m + 2 + self.IAUX[m + 1]:]
-
-    def cat_pieces(self, i):
-        """(outer, [(buffer, inner), ...]) of a concatenation entry."""
-        ex = self.extras(i)
-        return int(ex[0]), [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(int(ex[1]))]
-
-    def value(self, i):
-        """The recorded value of buffer ``i`` as a float64 array (a copy)."""
-        o = self.OFF[i]
-        return self.V[o:o + self.size(i)].reshape(self.shape(i)).copy()
-
-    def arrays(self):
-        """The arrays the compiled sweeps read, as one value (``kernels.layout.TAPE``)."""
-        return (self.OP, self.A, self.B, self.C, self.C2, self.OFF, self.META, self.IAUX,
-                self.FLAGS, self.V)
-
-
-COLUMNS = tuple(name for name, _ in _COLUMNS if name != "IAUX")   # per-entry columns
-
-
-class EntryState:
-    """What the autograd layer keeps about some entries of a tape, in a room of its own
-    (the tape's columns know none of it): each a dict keyed by entry index."""
-    __slots__ = ("retained", "views", "hooks", "hook_dtypes", "node_hooks", "packed",
-                 "functions", "modified")
-
-    def __init__(self):
-        self.retained = {}       # non-leaf Tensor that retains its grad
-        self.views = {}          # cached Node view (a hooked leaf: its AccumulateGrad)
-        self.hooks = {}          # {handle id: tensor hook}
-        self.hook_dtypes = {}    # dtype of the hooked tensor
-        self.node_hooks = {}     # NodeHooks of its Node (Node.register_hook / prehook)
-        self.packed = {}         # its saved values packed by saved_tensors_hooks
-        self.functions = {}      # the custom Function call it is an output of
-        self.modified = {}       # (tensor, version now, version saved): in-place ops
 
 
 class Tape(Layout):
@@ -424,7 +308,7 @@ def observe_entries(name, fn):
             t._stage_put = _observed_stage_put(t) if on else t.stage.extend
 
 
-_PACKAGE = __file__.rsplit("/", 1)[0]
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tapegrad/
 LOCATIONS = []                 # interned (filename, line) of user code that recorded entries
 _location_ids = {}
 

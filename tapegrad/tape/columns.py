@@ -1,0 +1,50 @@
+"""The tape's columns and the entry layout (``Layout``): what entry i is, where its
+values and metadata are."""
+import numpy as np
+
+CONSUMED = 1     # FLAGS: swept by a backward without retain_graph
+HIDDEN = 2       # an internal step of a composite op (a broadcast)
+HOOKED = 4       # hooks wait for this entry: the sweep stops there
+_COLUMNS = (("OP", np.int16), ("A", np.int64), ("B", np.int64), ("C", np.float64),
+            ("C2", np.float64), ("OFF", np.int64), ("META", np.int64), ("FLAGS", np.uint8),
+            ("IAUX", np.int64))
+COLUMNS = tuple(name for name, _ in _COLUMNS if name != "IAUX")   # per-entry columns
+
+
+class Layout:
+    """The entry layout, read in Python (``kernels/layout.py`` reads it in compiled code):
+    entry i's values at ``V[OFF[i]:]``; unless it is a 0-d scalar (``META[i] < 0``),
+    ``IAUX[META[i]:]`` holds ``[size, ndim, *shape, *extras]``.  One reader for the tape,
+    a frozen recording (``replay.record.Record``) and ``create_graph``'s walk."""
+
+    def size(self, i):
+        """Number of values in buffer ``i``."""
+        m = self.META[i]
+        return 1 if m < 0 else int(self.IAUX[m])
+
+    def shape(self, i):
+        m = self.META[i]
+        if m < 0:
+            return ()
+        IAUX = self.IAUX
+        return tuple(IAUX[m + 2:m + 2 + IAUX[m + 1]].tolist())
+
+    def extras(self, i):
+        """The kind-specific extras of entry ``i`` (a view of the rest of IAUX)."""
+        m = self.META[i]
+        return self.IAUX[m + 2 + self.IAUX[m + 1]:]
+
+    def cat_pieces(self, i):
+        """(outer, [(buffer, inner), ...]) of a concatenation entry."""
+        ex = self.extras(i)
+        return int(ex[0]), [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(int(ex[1]))]
+
+    def value(self, i):
+        """The recorded value of buffer ``i`` as a float64 array (a copy)."""
+        o = self.OFF[i]
+        return self.V[o:o + self.size(i)].reshape(self.shape(i)).copy()
+
+    def arrays(self):
+        """The arrays the compiled sweeps read, as one value (``kernels.layout.TAPE``)."""
+        return (self.OP, self.A, self.B, self.C, self.C2, self.OFF, self.META, self.IAUX,
+                self.FLAGS, self.V)

@@ -1,0 +1,18 @@
+"""Per-entry autograd state of a tape, in a room of its own."""
+
+
+class EntryState:
+    """What the autograd layer keeps about some entries of a tape, in a room of its own
+    (the tape's columns know none of it): each a dict keyed by entry index."""
+    __slots__ = ("retained", "views", "hooks", "hook_dtypes", "node_hooks", "packed",
+                 "functions", "modified")
+
+    def __init__(self):
+        self.retained = {}       # non-leaf Tensor that retains its grad
+        self.views = {}          # cached Node view (a hooked leaf: its AccumulateGrad)
+        self.hooks = {}          # {handle id: tensor hook}
+        self.hook_dtypes = {}    # dtype of the hooked tensor
+        self.node_hooks = {}     # NodeHooks of its Node (Node.register_hook / prehook)
+        self.packed = {}         # its saved values packed by saved_tensors_hooks
+        self.functions = {}      # the custom Function call it is an output of
+        self.modified = {}       # (tensor, version now, version saved): in-place ops
