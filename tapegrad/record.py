@@ -56,4 +56,7 @@ def broadcast_to(t, ia, value_in, out_shape):
 
 
 def reshape(t, ia, value, code=CODE["view"], flags=0):
-    return t.append(code, ia, -1, value, flags=flags)
+    """A reshape-kind entry (the same elements).  A copy into float32 (``to_copy``) notes
+    it in C (32.0): a replay rounds the values it recomputes, as eager did."""
+    c = 32.0 if code == CODE["to_copy"] and value.dtype == np.float32 else 0.0
+    return t.append(code, ia, -1, value, flags=flags, c=c)

@@ -48,7 +48,7 @@ def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
         elif op == OP_WHERE:
             structural.where_forward(i, A, B, C, OFF, META, IAUX, V)
         elif GATHER_FIRST <= op <= INDEX_LAST or STOP_FIRST <= op <= STOP_LAST:
-            structural.move(i, op, a, OFF, META, IAUX, V, omap)
+            structural.move(i, op, a, OFF, META, IAUX, V, omap, C)
         elif REDUCE_FIRST <= op <= REDUCE_LAST:
             reduce.forward(i, op, A, OFF, META, IAUX, V, omap)
         elif MATMUL_FIRST <= op <= MATMUL_LAST:

@@ -2,6 +2,7 @@
 expand), reshape and copies, index lists, concatenation and where.  ``move`` and
 ``concatenate`` carry values forward (replay) and tangents (the tangent sweep) alike;
 the reverse rules are their transposes."""
+import numpy as np
 from numba import njit
 
 from .generated import GATHER_FIRST, GATHER_LAST, INDEX_FIRST, INDEX_LAST
@@ -12,10 +13,11 @@ _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
-def move(i, op, a, OFF, META, IAUX, X, omap):
+def move(i, op, a, OFF, META, IAUX, X, omap, C):
     """X at entry i = X at its input a moved as the entry's kind moves elements (a
     gather, a reshape or copy, an index list): values in a replay, tangents in the
-    tangent sweep."""
+    tangent sweep.  A copy into float32 (``C[i] == 32``) rounds, as PyTorch's values and
+    tangents are rounded there."""
     oi, n = OFF[i], size_of(META, IAUX, i)
     if GATHER_FIRST <= op <= GATHER_LAST:
         m = META[i]
@@ -32,6 +34,9 @@ def move(i, op, a, OFF, META, IAUX, X, omap):
         e = extras_at(META, IAUX, i)
         for k in range(n):
             X[oi + k] = X[OFF[a] + IAUX[e + k]]
+    elif C[i] == 32.0:
+        for k in range(n):
+            X[oi + k] = np.float64(np.float32(X[OFF[a] + k]))
     else:
         for k in range(n):
             X[oi + k] = X[OFF[a] + k]

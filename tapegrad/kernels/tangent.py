@@ -58,7 +58,7 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
         elif op == OP_WHERE:
             structural.where_tangent(i, A, B, OFF, META, IAUX, V, T, has)
         elif GATHER_FIRST <= op <= INDEX_LAST:
-            structural.move(i, op, a, OFF, META, IAUX, T, omap)
+            structural.move(i, op, a, OFF, META, IAUX, T, omap, C)
         elif REDUCE_FIRST <= op <= REDUCE_LAST:
             reduce.tangent(i, op, A, OFF, META, IAUX, V, T, has, scratch, omap)
         elif MATMUL_FIRST <= op <= MATMUL_LAST:

@@ -208,6 +208,9 @@ class _Tape:
         if kind == "gather":
             return [src[o] for o in _gather_map(r, i)]
         if kind in ("reshape", "stop"):
+            if r.C[i] == 32.0:             # a copy into float32: rounded (structural.move)
+                return [em.tmp("fpext float " + em.tmp(f"fptrunc double {v} to float")
+                               + " to double") for v in src]
             return list(src)
         if kind == "index":
             return [src[p] for p in r.extras(i)[:n]]
