@@ -10,9 +10,8 @@ them again by hand.  The generated code is a plain module (not ``exec``'d) so th
 Numba's ``cache=True`` can cache it.
 """
 import ast
-import inspect
+import math
 import os
-import re
 
 from ..ops import rules
 from ..ops.table import COMPARE_OPS, EW_OPS, KINDS, OPS, kind_range
@@ -29,30 +28,38 @@ _JIT = dict(cache=True, error_model="numpy")
 '''
 
 
-def _jit_expr(expr):
-    return re.sub(r"\bsm\.(\w+)", r"sm_\1", expr)
+class _Inline(rules.Walker):
+    """A rule as one Python expression for Numba, its helpers inlined (``a if c else b``
+    for their ``if``s): one compiled unit per dispatch function, not one per helper."""
+
+    def const(self, v):
+        if v != v:
+            return "math.nan"
+        if v in (math.inf, -math.inf):
+            return "math.inf" if v > 0 else "(-math.inf)"
+        return repr(v)
+
+    def neg(self, a):
+        return f"(-{a})"
+
+    def arith(self, op, a, b):
+        return f"({a} {op} {b})"
+
+    compare = logic = arith
+
+    def select(self, c, a, b):
+        return f"({a} if {c} else {b})"
+
+    def math(self, name, args):
+        return f"{'abs' if name == 'abs' else 'math.' + name}({', '.join(args)})"
 
 
-class _Rename(ast.NodeTransformer):
-    """A helper's source for Numba: ``sm.f`` and the bare helper ``f`` become ``sm_f``."""
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        name = rules._helper_name(node.func)
-        if name is not None:
-            node.func = ast.Name(f"sm_{name}", ast.Load())
-        return node
-
-
-def _helper_source(name):
-    tree = ast.parse(inspect.getsource(getattr(rules.scalar_math, name))).body[0]
-    tree.name = f"sm_{name}"
-    return "@njit(**_JIT)\n" + ast.unparse(_Rename().visit(tree))
+def _inline(text):
+    return _Inline().expr(text, {v: v for v in ("x", "y", "r", "g", "c2")})
 
 
 def source():
     out = [HEADER]
-    out += [_helper_source(n) + "\n\n" for n in rules.HELPERS]
     out += [f"OP_{op.name.upper()} = {op.code}" for op in OPS]
     out.append("")
     for kind in KINDS:
@@ -63,13 +70,13 @@ def source():
     out.append('    """Forward rule of elementwise op ``op`` on scalars."""')
     for i, op in enumerate(EW_OPS):
         out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
-        out.append(f"        return {_jit_expr(op.fwd)}")
+        out.append(f"        return {_inline(op.fwd)}")
     out.append("    return math.nan\n\n")
     out.append("@njit(**_JIT)\ndef ew_grad(op, x, y, r, g, c2):")
     out.append('    """Reverse rule of elementwise op ``op``: the adjoints of x and y."""')
     for i, op in enumerate(EW_OPS):
         out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
-        out.append(f"        return {_jit_expr(op.gx)}, {_jit_expr(op.gy or '0.0')}")
+        out.append(f"        return {_inline(op.gx)}, {_inline(op.gy or '0.0')}")
     out.append("    return 0.0, 0.0\n\n")
     out.append("@njit(**_JIT)\ndef cmp_fwd(op, x, y):")
     out.append('    """Comparison ``op`` (an opcode of the compare kind) on scalars: 1.0 or 0.0."""')
@@ -93,7 +100,6 @@ import math
 
 from numba import njit
 
-from .generated import {helpers}
 from .vmath import LANES, {lanes}
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -136,7 +142,7 @@ def _block(targets, indent="        "):
     and a vector call over it, then one loop for the rules."""
     hoist, rules = _Hoist(0), []
     for store, rule in targets:
-        tree = hoist.visit(ast.parse(_jit_expr(rule), mode="eval"))
+        tree = hoist.visit(ast.parse(_inline(rule), mode="eval"))
         rules.append((store, ast.unparse(tree)))
     out = [f"{indent}t{j}s = T[{j} * n:{j + 1} * n]" for j in range(len(hoist.calls))]
 
@@ -156,10 +162,7 @@ def _block(targets, indent="        "):
 
 
 def blocks_source():
-    helpers = sorted({m for op in EW_OPS for m in re.findall(r"\bsm\.(\w+)",
-                                                               op.fwd + op.gx + op.gy)})
-    out = [BLOCKS_HEADER.format(helpers=", ".join(f"sm_{h}" for h in helpers),
-                                lanes=", ".join(f"lanes_{f}" for f in vmath_functions()))]
+    out = [BLOCKS_HEADER.format(lanes=", ".join(f"lanes_{f}" for f in vmath_functions()))]
     for f in vmath_functions():
         out += ["", "@njit(**_JIT)", f"def v_{f}(src, so, dst, do, n):",
                 f'    """dst[do:do+n] = {f}(src[so:so+n]), LANES at a time."""',

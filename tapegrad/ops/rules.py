@@ -5,11 +5,11 @@ uses arithmetic, comparisons, ``a if c else b``, ``abs``, the functions of ``MAT
 the helpers of ``scalar_math`` (``sm.name``).  A helper's body is assignments and
 ``if c: return a`` statements, and may call other helpers by their bare name.
 
-The same source runs four ways: Python on floats (the 0-d fast path), Numba (the
-helpers compiled from their source by ``kernels.codegen``), and through ``Walker`` for
-the two algebras that cannot run Python directly: the LLVM lowering of a replay tape
-(IR text) and ``create_graph``'s tensor rules (tapegrad ops, so that a gradient is
-itself differentiable).  A new op or helper needs nothing but its table entry and its
+The same source runs four ways: Python on floats (the 0-d fast path), and through
+``Walker`` for the algebras that cannot run Python directly: Numba source with the
+helpers inlined (``kernels.codegen``: one compiled unit per dispatch function), the
+LLVM lowering of a replay tape (IR text) and ``create_graph``'s tensor rules (tapegrad
+ops, so that a gradient is itself differentiable).  A new op or helper needs nothing but its table entry and its
 Python source: no algebra keeps a copy of it.
 """
 import ast

@@ -1,8 +1,9 @@
 """Scalar helpers used by the op table's rule expressions.
 
-Plain Python on floats, so the same text runs eagerly in Python and, wrapped by
-``numba.njit`` in ``tapegrad.kernels.generated``, inside the compiled sweeps; the LLVM
-lowering and ``create_graph``'s tensor rules walk the same source (``ops.rules``).
+Plain Python on floats, so the same text runs eagerly in Python (the 0-d fast path);
+``ops.rules.Walker`` walks the same source for the Numba kernels (``kernels.codegen``
+inlines each helper into the rules that call it), the LLVM lowering and
+``create_graph``'s tensor rules.
 Helpers may call one another by their bare names; a helper named like a table op
 (``sigmoid``) stands for that op in the tensor rules, so it must compute the op.
 Non-differentiable points follow PyTorch: relu'(0) = 0, abs'(0) = 0, sign' = 0.
