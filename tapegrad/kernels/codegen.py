@@ -10,7 +10,9 @@ them again by hand.  The generated code is a plain module (not ``exec``'d) so th
 Numba's ``cache=True`` can cache it.
 """
 import ast
+import inspect
 import math
+import re
 import os
 
 from ..ops import rules
@@ -26,6 +28,27 @@ from numba import njit
 
 _JIT = dict(cache=True, error_model="numpy")
 '''
+
+
+def _jit_expr(expr):
+    return re.sub(r"\bsm\.(\w+)", r"sm_\1", expr)
+
+
+class _Rename(ast.NodeTransformer):
+    """A helper's source for Numba: ``sm.f`` and the bare helper ``f`` become ``sm_f``."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        name = rules._helper_name(node.func)
+        if name is not None:
+            node.func = ast.Name(f"sm_{name}", ast.Load())
+        return node
+
+
+def _helper_source(name):
+    tree = ast.parse(inspect.getsource(getattr(rules.scalar_math, name))).body[0]
+    tree.name = f"sm_{name}"
+    return "@njit(**_JIT)\n" + ast.unparse(_Rename().visit(tree))
 
 
 class _Inline(rules.Walker):
@@ -60,6 +83,7 @@ def _inline(text):
 
 def source():
     out = [HEADER]
+    out += [_helper_source(n) + "\n\n" for n in rules.HELPERS]   # (the block kernels' calls)
     out += [f"OP_{op.name.upper()} = {op.code}" for op in OPS]
     out.append("")
     for kind in KINDS:
@@ -100,6 +124,7 @@ import math
 
 from numba import njit
 
+from .generated import {helpers}
 from .vmath import LANES, {lanes}
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -142,7 +167,7 @@ def _block(targets, indent="        "):
     and a vector call over it, then one loop for the rules."""
     hoist, rules = _Hoist(0), []
     for store, rule in targets:
-        tree = hoist.visit(ast.parse(_inline(rule), mode="eval"))
+        tree = hoist.visit(ast.parse(_jit_expr(rule), mode="eval"))
         rules.append((store, ast.unparse(tree)))
     out = [f"{indent}t{j}s = T[{j} * n:{j + 1} * n]" for j in range(len(hoist.calls))]
 
@@ -162,7 +187,10 @@ def _block(targets, indent="        "):
 
 
 def blocks_source():
-    out = [BLOCKS_HEADER.format(lanes=", ".join(f"lanes_{f}" for f in vmath_functions()))]
+    helpers = sorted({h for op in EW_OPS for h in rules.helpers_called(
+        " + ".join(t for t in (op.fwd, op.gx, op.gy) if t))})
+    out = [BLOCKS_HEADER.format(helpers=", ".join(f"sm_{h}" for h in helpers),
+                                lanes=", ".join(f"lanes_{f}" for f in vmath_functions()))]
     for f in vmath_functions():
         out += ["", "@njit(**_JIT)", f"def v_{f}(src, so, dst, do, n):",
                 f'    """dst[do:do+n] = {f}(src[so:so+n]), LANES at a time."""',
