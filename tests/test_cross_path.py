@@ -14,6 +14,7 @@ contribution to a gradient keeps the sign of a zero, our adjoints are sums from 
 Two documented differences of PyTorch's own: it flushes log1p of a denormal to 0, and
 its maximum/minimum of +0 and -0 depends on the tensor's length.
 """
+import ast
 import math
 
 import numpy as np
@@ -43,11 +44,10 @@ def _inputs(op):
 
 
 def _uses_math(op):
-    texts = [op.fwd, op.gx, op.gy]
-    texts += [__import__("ast").unparse(s) for h in helpers_called(op.fwd + " + " + (op.gx or "0")
-                                                                     + " + " + (op.gy or "0"))
-              for s in helper_def(h)[1]]
-    return any("math." in t for t in texts if t)
+    """Does the op's rule (or a helper it calls) call a math function?"""
+    rules = " + ".join(t for t in (op.fwd, op.gx, op.gy) if t)
+    bodies = [ast.unparse(s) for h in helpers_called(rules) for s in helper_def(h)[1]]
+    return any("math." in t for t in [rules] + bodies)
 
 
 def _call(mod, name, *args):

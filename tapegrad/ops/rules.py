@@ -15,6 +15,7 @@ Python source: no algebra keeps a copy of it.
 import ast
 import functools
 import inspect
+import math
 
 from . import scalar_math
 
@@ -93,7 +94,7 @@ class Walker:
         if isinstance(n, ast.Constant):
             return self.const(float(n.value))
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "math":
-            return self.const(float(getattr(__import__("math"), n.attr)))
+            return self.const(float(getattr(math, n.attr)))
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
             return self.neg(self.node(n.operand, env))
         if isinstance(n, ast.BinOp) and type(n.op) in _ARITH:
