@@ -33,8 +33,7 @@ def tangents(t, seeds, targets):
     for e, v in seeds.items():
         has[e] = 2
         T[OFF[e]:OFF[e] + v.size] = v.reshape(-1)
-    status, _ = tangent(lo, hi, t.OP, t.A, t.B, t.C, t.C2, OFF, t.META, t.IAUX, t.V, T, has,
-                        *_work(t))
+    status, _ = tangent(lo, hi, t.arrays(), T, has, *_work(t))
     if status != DONE:
         raise RuntimeError(JVP_MISSING)
     return [T[OFF[e]:OFF[e] + t.size(e)].reshape(t.shape(e)).copy() if has[e] else None
@@ -49,9 +48,8 @@ def jacobian_rows(t, outs, wants):
     J = np.zeros((n_out, sum(t.size(w) for w in wants)))
     G = np.zeros(t.nv)
     live = np.zeros(t.n, np.uint8)
-    status, _ = reverse_rows(0, n_out, np.array(outs, np.int64), max(outs), t.OP, t.A, t.B, t.C,
-                             t.C2, t.OFF, t.META, t.IAUX, t.FLAGS, t.V, G, live, *_work(t),
-                             NO_HOST, np.array(wants, np.int64), J)
+    status, _ = reverse_rows(0, n_out, np.array(outs, np.int64), max(outs), t.arrays(), G, live,
+                             *_work(t), NO_HOST, np.array(wants, np.int64), J)
     return J if status == DONE else None
 
 
@@ -65,9 +63,8 @@ def jacobian_columns(t, ins, outs):
         return J
     has = np.zeros(t.n, np.uint8)
     T = np.zeros(t.nv)
-    status, _ = tangent_columns(0, n_in, np.array(ins, np.int64), lo, hi, t.OP, t.A, t.B, t.C,
-                                t.C2, t.OFF, t.META, t.IAUX, t.V, T, has, *_work(t),
-                                np.array(outs, np.int64), J)
+    status, _ = tangent_columns(0, n_in, np.array(ins, np.int64), lo, hi, t.arrays(), T, has,
+                                *_work(t), np.array(outs, np.int64), J)
     if status != DONE:
         raise RuntimeError(JVP_MISSING)
     return J

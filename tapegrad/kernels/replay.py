@@ -23,10 +23,11 @@ G_EQUAL, G_TRUTH, G_ARGMAX, G_ARGMIN = 0, 1, 2, 3
 
 
 @njit(**_JIT)
-def forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap):
+def forward(schedule, tape, omap):
     """Recompute the entries of ``schedule`` (increasing entry indices) in order.
     Returns ``(DONE, -1)``, or ``(HOST, i)`` at a host entry (a custom Function, which
     has no compiled forward)."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     for i in schedule:
         op = OP[i]
         if SOURCE_FIRST <= op <= SOURCE_LAST:
@@ -100,19 +101,20 @@ def guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
 
 
 @njit(**_JIT)
-def value_and_grad(x, ins, out, schedule, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live,
-                   scratch, omap, GK, GE, GS, GN, GV, grad):
+def value_and_grad(x, ins, out, schedule, tape, G, live, scratch, omap, GK, GE, GS, GN, GV,
+                   grad):
     """One replayed gradient in one call: load ``x`` (the inputs' values, flattened and
     concatenated) into the inputs' entries, recompute, check the guards, sweep back
     from entry ``out`` and write the inputs' adjoints into ``grad``.  Returns False (and
     computes nothing more) if a guard fails."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     pos = 0
     for e in ins:
         o = OFF[e]
         for k in range(size_of(META, IAUX, e)):
             V[o + k] = x[pos]
             pos += 1
-    status, _ = forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, V, omap)
+    status, _ = forward(schedule, tape, omap)
     if status != DONE or not guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
         return False
     for i in schedule:                  # clear what the last sweep left
@@ -126,8 +128,7 @@ def value_and_grad(x, ins, out, schedule, OP, A, B, C, C2, OFF, META, IAUX, FLAG
             G[OFF[e] + k] = 0.0
     G[OFF[out]] = 1.0
     live[out] = 1
-    sweep(out, (OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V), G, live, scratch, omap,
-          np.iinfo(np.int64).max, -1, False, 0)
+    sweep(out, tape, G, live, scratch, omap, np.iinfo(np.int64).max, -1, False, 0)
     pos = 0
     for e in ins:
         o = OFF[e]
@@ -138,12 +139,13 @@ def value_and_grad(x, ins, out, schedule, OP, A, B, C, C2, OFF, META, IAUX, FLAG
 
 
 @njit(parallel=True, **_JIT)
-def grad_batch(X, ins, outs, wants, schedule, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V,
-               max_size, GK, GE, GS, GN, GV, values, grads, ok):
+def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV, values, grads,
+               ok):
     """Value and gradient at each row of ``X`` (the inputs' values, flattened and
     concatenated), in parallel over rows: ``values[r]`` the output (``outs[0]``'s first
     element), ``grads[r]`` the adjoints of ``wants``, ``ok[r]`` whether the guards held
     (if not, the row's results are not valid)."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     top = outs[0]
     for r in prange(X.shape[0]):
         Vr = V.copy()
@@ -156,13 +158,13 @@ def grad_batch(X, ins, outs, wants, schedule, OP, A, B, C, C2, OFF, META, IAUX, 
             for k in range(size_of(META, IAUX, e)):
                 Vr[OFF[e] + k] = X[r, pos]
                 pos += 1
-        forward(schedule, OP, A, B, C, C2, OFF, META, IAUX, Vr, omap)
+        tr = (OP, A, B, C, C2, OFF, META, IAUX, FLAGS, Vr)       # this row's own values
+        forward(schedule, tr, omap)
         ok[r] = guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, Vr)
         values[r] = Vr[OFF[top]]
         G[OFF[top]] = 1.0
         live[top] = 1
-        sweep(top, (OP, A, B, C, C2, OFF, META, IAUX, FLAGS, Vr), G, live, scratch, omap,
-              np.iinfo(np.int64).max, -1, False, 0)
+        sweep(top, tr, G, live, scratch, omap, np.iinfo(np.int64).max, -1, False, 0)
         pos = 0
         for w in wants:
             for k in range(size_of(META, IAUX, w)):

@@ -24,9 +24,10 @@ _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
-def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
+def tangent(lo, hi, tape, T, has, scratch, omap):
     """Tangents of entries ``lo..hi`` in order.  Returns ``(DONE, -1)`` or ``(HOST, i)``
     at a host entry that a tangent reaches (custom Functions have no tangent rule)."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     for i in range(lo, hi + 1):
         op = OP[i]
         if has[i] == 2 or SOURCE_FIRST <= op <= SOURCE_LAST:
@@ -71,12 +72,12 @@ def tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap):
 
 
 @njit(**_JIT)
-def reverse_rows(r0, r1, outs, top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, G, live,
-                 scratch, omap, host_min, wants, J):
+def reverse_rows(r0, r1, outs, top, tape, G, live, scratch, omap, host_min, wants, J):
     """Rows ``r0..r1-1`` of a Jacobian by reverse sweeps: row r seeds a one in the r-th
     element of the outputs (buffers ``outs``, flattened in order) and reads the adjoints
     of the buffers ``wants`` into ``J[r - r0]``.  Returns ``(DONE, -1)``, or the sweep's
     stop (status, entry) to leave the rest to Python."""
+    OFF, META, IAUX = tape[5], tape[6], tape[7]
     for r in range(r0, r1):
         pos = 0
         for e in outs:
@@ -85,8 +86,7 @@ def reverse_rows(r0, r1, outs, top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, 
             if pos <= r < pos + s:
                 G[OFF[e] + r - pos] = 1.0
             pos += s
-        status, i = sweep(top, (OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V), G, live, scratch,
-                          omap, host_min, -1, False, 0, True)
+        status, i = sweep(top, tape, G, live, scratch, omap, host_min, -1, False, 0, True)
         if status != DONE:
             return status, i
         pos = 0
@@ -105,10 +105,10 @@ def reverse_rows(r0, r1, outs, top, OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V, 
 
 
 @njit(**_JIT)
-def tangent_columns(c0, c1, ins, lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch,
-                    omap, outs, J):
+def tangent_columns(c0, c1, ins, lo, hi, tape, T, has, scratch, omap, outs, J):
     """Columns ``c0..c1-1`` of a Jacobian by tangent sweeps: column c seeds a one in the
     c-th element of the inputs (buffers ``ins``) and reads the tangents of ``outs``."""
+    OFF, META, IAUX = tape[5], tape[6], tape[7]
     for c in range(c0, c1):
         for i in range(lo, hi + 1):
             has[i] = 0
@@ -119,7 +119,7 @@ def tangent_columns(c0, c1, ins, lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T,
             for k in range(s):
                 T[OFF[e] + k] = 1.0 if pos + k == c else 0.0
             pos += s
-        status, i = tangent(lo, hi, OP, A, B, C, C2, OFF, META, IAUX, V, T, has, scratch, omap)
+        status, i = tangent(lo, hi, tape, T, has, scratch, omap)
         if status != DONE:
             return status, i
         pos = 0

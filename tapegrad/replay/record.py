@@ -79,8 +79,7 @@ class Record(Layout):
         if self.vector:
             status = vector_replay.run_forward(self)
         else:
-            status, i = forward(self.schedule, self.OP, self.A, self.B, self.C, self.C2,
-                                self.OFF, self.META, self.IAUX, self.V, self.omap)
+            status, i = forward(self.schedule, self.arrays(), self.omap)
         if status != DONE:
             raise ReplayError("a custom autograd.Function cannot be replayed (its forward is "
                               "Python); call the function eagerly instead")
@@ -95,10 +94,9 @@ class Record(Layout):
             return self._vector_value_and_grad(x, grad)
         args = self._kargs
         if args is None:        # (built at the first replay: after the optimiser's changes)
-            args = self._kargs = (self.ins_arr, self.outs[0], self.schedule, self.OP, self.A,
-                                  self.B, self.C, self.C2, self.OFF, self.META, self.IAUX,
-                                  self.FLAGS, self.V, self.G, self.live, self.scratch,
-                                  self.omap, self.GK, self.GE, self.GS, self.GN, self.GV)
+            args = self._kargs = (self.ins_arr, self.outs[0], self.schedule, self.arrays(),
+                                  self.G, self.live, self.scratch, self.omap, self.GK,
+                                  self.GE, self.GS, self.GN, self.GV)
         return value_and_grad(x, *args, grad)
 
     def _vector_value_and_grad(self, x, grad):

@@ -245,9 +245,8 @@ class Traced:
         grads = np.empty((nb, sum(r.size(e) for e in r.ins)))
         ok = np.zeros(nb, np.bool_)
         grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64),
-                   np.array(r.ins, np.int64), r.schedule, r.OP, r.A, r.B, r.C, r.C2, r.OFF,
-                   r.META, r.IAUX, r.FLAGS, r.V, r.max_size, r.GK, r.GE, r.GS, r.GN, r.GV,
-                   values, grads, ok)
+                   np.array(r.ins, np.int64), r.schedule, r.arrays(), r.max_size, r.GK, r.GE,
+                   r.GS, r.GN, r.GV, values, grads, ok)
         for p in np.flatnonzero(~ok):             # another branch: one by one
             val, gs = self._value_and_grads(self._with_static([a[p] for a in arrays]),
                                             range(len(arrays)))

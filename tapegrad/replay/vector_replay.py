@@ -88,8 +88,7 @@ def run_forward(r):
         elif seg[0] == "blas":
             _blas_forward(r, seg[1])
         else:
-            status, _ = forward(seg[1], r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.META, r.IAUX, r.V,
-                                r.omap)
+            status, _ = forward(seg[1], r.arrays(), r.omap)
             if status != DONE:
                 return status
     return DONE
