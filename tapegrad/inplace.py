@@ -107,22 +107,38 @@ def clamp_(self, min=None, max=None):
 
 
 def zero_(self):
-    return fill_(self, 0)
+    return _overwrite(self, _full_like(self, 0), "ZeroBackward0")
 
 
 def fill_(self, value):
-    _check(self)
-    with _no_record():
-        return _adopt(self, lambda: _full_like(self, value))
+    return _overwrite(self, _full_like(self, value), "FillBackward2")
 
 
 def copy_(self, src):
-    _check(self)
     if not isinstance(src, Tensor):
         src = _full_like(self, src)
     if tuple(src.shape) != tuple(self.shape):
-        return _adopt(self, lambda: src.expand(*self.shape))
-    return _adopt(self, lambda: src.clone() if src._rg and STATE.grad else src.detach())
+        src = src.expand(*self.shape)
+    return _overwrite(self, src, "torch::autograd::CopyBackwards")
+
+
+def _overwrite(x, value, node):
+    """x's elements all replaced by ``value`` (a tensor of x's shape), in place.  In grad
+    mode, if x or value has a history, x's new history is one Node ``node`` (PyTorch's
+    ZeroBackward0 / FillBackward2 / CopyBackwards) that sends x's old history no gradient
+    and value all of it: ``where(False, x, value)``.  Under no_grad x keeps its history,
+    as in PyTorch."""
+    from .elementwise import where
+    _check(x)
+    if not (STATE.grad and (x._t is not None or value._rg)):
+        return _adopt(x, lambda: value.detach())
+
+    def overwritten():
+        out = where(_leaf_like(np.zeros(x._arr.shape, bool)), x, value)
+        if out._t is not None:
+            out._t.names[out._i] = node
+        return out
+    return _adopt(x, overwritten)
 
 
 def set_value_(self, value):
@@ -224,12 +240,3 @@ def _leaf_like(arr):
 
 def _full_like(x, value):
     return _leaf_like(np.full(x._arr.shape, value, x._arr.dtype))
-
-
-class _no_record:
-    def __enter__(self):
-        self._prev = STATE.grad
-        STATE.grad = False
-
-    def __exit__(self, *exc):
-        STATE.grad = self._prev

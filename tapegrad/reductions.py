@@ -212,9 +212,20 @@ def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
     return composite("VarBackward0", body, input)
 
 
+def _root(s, power):
+    """``s ** power`` (power in (0, 1): a root of a sum of powers), whose gradient is 0
+    where s is 0, as PyTorch's norm and std backwards mask it (the root's own derivative
+    is inf there, and inf times the zero below it would be nan).  The usual double
+    ``where``: the root sees 1 where s is 0, and none of its adjoint."""
+    from .elementwise import where
+    zero = s == 0.0
+    safe = where(zero, 1.0, s)
+    return where(zero, 0.0, safe.sqrt() if power == 0.5 else safe ** power)
+
+
 def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
     return composite("StdBackward0",
-                     lambda: var(input, dim, unbiased, keepdim, correction).sqrt(), input)
+                     lambda: _root(var(input, dim, unbiased, keepdim, correction), 0.5), input)
 
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
@@ -230,8 +241,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         if p == 1:
             return sum(a, dims, keepdim)
         if p == 2:
-            return sum(input * input, dims, keepdim).sqrt()
-        return sum(a ** p, dims, keepdim) ** (1.0 / p)
+            return _root(sum(input * input, dims, keepdim), 0.5)
+        return _root(sum(a ** p, dims, keepdim), 1.0 / p)
     return composite("LinalgVectorNormBackward0", body, input)
 
 

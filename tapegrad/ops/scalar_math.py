@@ -7,6 +7,8 @@ inlines each helper into the rules that call it), the LLVM lowering and
 Helpers may call one another by their bare names; a helper named like a table op
 (``sigmoid``) stands for that op in the tensor rules, so it must compute the op.
 Non-differentiable points follow PyTorch: relu'(0) = 0, abs'(0) = 0, sign' = 0.
+Where PyTorch masks a gradient (relu, clamp, maximum, minimum) the rule selects 0
+rather than multiplying by an indicator, so a nan or inf arriving there gives 0.
 NaN, inf and signed zeros follow PyTorch too (``tests/test_cross_path.py`` holds every
 op to it on every path): maximum and minimum propagate NaN, relu(nan) is nan, sign(nan)
 is 0.
@@ -49,14 +51,6 @@ def sign(x):
     return 0.0      # 0 for +-0 and for nan, as PyTorch
 
 
-def step(r):
-    """relu's derivative from its result: 0 where r <= 0, else 1 (1 at nan: PyTorch's
-    threshold_backward passes the gradient unless the result is <= 0)."""
-    if r <= 0.0:
-        return 0.0
-    return 1.0
-
-
 def maximum(x, y):
     """The larger, nan if either is nan, the first on a tie."""
     if x != x or x >= y:
@@ -85,14 +79,15 @@ def pow_dy(x, y, r):
     return r * math.log(x)
 
 
-def max_share(x, y):
-    """Share of the gradient of maximum(x, y) that goes to x: half on a tie, none when
-    x < y, all otherwise (nan included: PyTorch masks only where x < y)."""
-    if x == y:
-        return 0.5
+def max_grad(g, x, y):
+    """The part of g that maximum(x, y) sends to x: none where x < y, half on a tie, all
+    otherwise (nan included).  Masked, not multiplied, as PyTorch: a nan or inf g
+    sends 0 where x < y."""
     if x < y:
         return 0.0
-    return 1.0
+    if x == y:
+        return 0.5 * g
+    return g
 
 
 def erf_grad(x):
@@ -110,10 +105,6 @@ def clamp(x, lo, hi):
     if lo != lo or lo <= hi:
         return lo
     return hi
-
-
-def in_range(x, lo, hi):
-    return 1.0 if (x >= lo and x <= hi) else 0.0
 
 
 def sinc(x):
