@@ -5,6 +5,7 @@
 for backward (see the seed's comparison table).
 """
 import functools
+import inspect
 import threading
 
 
@@ -31,10 +32,42 @@ class _Mode:
     """Base for grad-mode context managers that also work as decorators."""
 
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            return self._generator(fn)
+
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
             with self.__class__(*self._args):
                 return fn(*args, **kwargs)
+        return wrapped
+
+    def _generator(self, fn):
+        """A generator function decorated: the mode holds while the generator runs, and
+        the caller's mode while it is suspended (as PyTorch's decorators)."""
+        mode = self.__class__
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with mode(*self._args):
+                gen = fn(*args, **kwargs)
+            try:
+                with mode(*self._args):
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with mode(*self._args):
+                            gen.close()
+                        raise
+                    except BaseException as exc:
+                        with mode(*self._args):
+                            response = gen.throw(exc)
+                    else:
+                        with mode(*self._args):
+                            response = gen.send(request)
+            except StopIteration as stop:
+                return stop.value
         return wrapped
 
     _args = ()

@@ -43,6 +43,9 @@ def _adopt(x, compute):
     version = x._version + 1
     if out._t is not None:
         keep_old_history(x)
+        if x._retains:         # .grad is the new version's gradient, as PyTorch's
+            x._t.autograd.retained.pop(x._i, None)
+            out._t.autograd.retained[out._i] = x
         x._t, x._tid, x._i, x._rg = out._t, out._tid, out._i, True
     x._d = out._d
     if out._t is None:

@@ -119,10 +119,16 @@ def elementwise(i, g, h):
     rules = _TensorRules(g.dtype)
     out = []
     if _wants(h, a):
-        out.append((a, rules.expr(op.gx, env)))
+        out.append((a, _filled(rules.expr(op.gx, env), g)))
     if op.gy and _wants(h, b):
-        out.append((b, rules.expr(op.gy, env)))
+        out.append((b, _filled(rules.expr(op.gy, env), g)))
     return out
+
+
+def _filled(v, g):
+    """A rule's value as a tensor of g's shape (a constant rule, sign's 0, is a number)."""
+    from ..tensor import from_array
+    return v if _is_tensor(v) else from_array(np.full(tuple(g.shape), v))
 
 
 def _offsets(shape, strides, base=0):

@@ -58,10 +58,7 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
     arrays; with ``create_graph`` (seeds are tensors) they are tensors whose computation
     is recorded (``recorded_backward``)."""
     sweep_tape = CALLBACKS.recorded_sweep if create_graph else _sweep_tape
-    want_at = {}                      # (tape uid, entry) -> position in wanted
-    for k, w in enumerate(wanted):
-        if w._t is not None:
-            want_at[(w._t.uid, w._i)] = k
+    want_at = Wanted(wanted)
     found = [None] * len(wanted)
     deliveries = []
     pending, tapes, swept = {}, {}, []
@@ -87,7 +84,46 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
     return deliveries, found
 
 
-def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None):
+class Wanted(dict):
+    """The requested inputs of ``grad`` / ``backward(inputs=...)``: (tape uid, entry) ->
+    position for tensors with a history, and the ids of the leaves.  ``toward(t)`` tells
+    which buffers of tape t lead to one of them: only those Nodes run their custom
+    Function's backward and their hooks, as PyTorch executes only the part of the graph
+    that the inputs need."""
+
+    def __init__(self, wanted):
+        super().__init__(((w._t.uid, w._i), k) for k, w in enumerate(wanted) if w._t is not None)
+        self.leaves = {id(w) for w in wanted if w._t is None}
+        self.any = bool(wanted)
+
+    def toward(self, t):
+        """None when nothing was requested (everything is needed), else ``needed(b)``."""
+        if not self.any:
+            return None
+        memo = {e: True for uid, e in self if uid == t.uid}
+        for e, src in t.sources.items():       # a tensor of another tape: maybe (kept)
+            if id(src) in self.leaves or src._t is not None:
+                memo[e] = True
+
+        def needed(b):
+            stack = [b]
+            while stack:
+                j = stack[-1]
+                if j in memo:
+                    stack.pop()
+                    continue
+                ins = [k for k in CALLBACKS.inputs_of(t, j) if k >= 0]
+                todo = [k for k in ins if k not in memo]
+                if todo:
+                    stack.extend(todo)
+                    continue
+                memo[j] = any(memo[k] for k in ins)
+                stack.pop()
+            return memo[b]
+        return needed
+
+
+def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, needed=None):
     """Sweep entries ``top`` down to ``lo``, handling the sweep's stops (host entries,
     hooks, consumed entries, NaN in anomaly mode, fused runs); returns the next entry
     below.  ``done``: an entry whose hooks have run (the sweep does not stop there
@@ -108,12 +144,12 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None):
             CALLBACKS.raise_nan(t, i, G)
         if status == HOOK:             # hooks wait for entry i's gradient
             top, done = CALLBACKS.at_hook(t, i, G, live, lambda e: _run(
-                e, e, t, G, live, scratch, omap, check_nan, e))
+                e, e, t, G, live, scratch, omap, check_nan, e), needed)
             if check_nan and done < 0:
                 CALLBACKS.raise_nan(t, i, G)
             continue
         if t.OP[i] == _FUNCTION:       # a custom Function: its backward in Python
-            top = _host_function(t, i, G, live)
+            top = _host_function(t, i, G, live, needed)
         else:                          # a large matrix product: BLAS
             host_matmul(t, i, G)
             top = i - 1
@@ -208,8 +244,10 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
     scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
     omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
     args = (t, G, live, scratch, omap, CALLBACKS.checking_nan())
+    needed = want_at.toward(t) if (t.autograd.functions or t.autograd.hooks
+                                   or t.autograd.node_hooks) else None
     if observe is None:
-        _run(top, 0, *args, fuse=fuse)
+        _run(top, 0, *args, fuse=fuse, needed=needed)
     else:                                     # one entry at a time, for tools that watch
         i = top
         while i >= 0:
@@ -300,11 +338,16 @@ def modified_saved_error(t, live, n):
     return None
 
 
-def _host_function(t, i, G, live):
+def _host_function(t, i, G, live, needed=None):
     """Run the backward of the custom Function whose outputs include entry ``i``; add
-    its gradients into the inputs' adjoints.  Returns where the sweep resumes."""
+    its gradients into the inputs' adjoints (unless none of the inputs leads to a
+    requested one: ``needed``).  Returns where the sweep resumes."""
     group = t.autograd.functions[i]
     OFF = t.OFF
+    if needed is not None and not any(needed(b) for b in group.inputs):
+        for e, _, _, _ in group.outputs:
+            live[e] = 1
+        return min(e for e, _, _, _ in group.outputs) - 1
     CALLBACKS.function_output_hooks(t, group, G, live)
     grads = []
     for e, _, _, _ in group.outputs:

@@ -154,6 +154,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
     result = []
     for x, g in zip(inputs, found):
+        if g is not None and x._t is None and x.__dict__ and "_hooks" in x.__dict__:
+            g = _leaf_hooks(x, g, create_graph)        # a leaf's tensor hooks run, as torch
         if g is None:
             if not allow_unused:
                 raise RuntimeError("One of the differentiated Tensors appears to not have been "
@@ -166,6 +168,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         else:
             result.append(_leaf(_norm(np.asarray(g, x.dtype.np))))
     return tuple(result)
+
+
+def _leaf_hooks(x, g, create_graph):
+    """A leaf's tensor hooks on the gradient ``grad`` returns for it (its AccumulateGrad
+    does not run: no prehooks of that Node)."""
+    hooks = x.__dict__["_hooks"]
+    if create_graph:
+        return apply_hooks(hooks, g)
+    return run_hooks(hooks, np.reshape(g, x._arr.shape), x.dtype.np)
 
 
 def _raise_nan(t, i, G):

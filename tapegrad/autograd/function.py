@@ -6,6 +6,7 @@ stops; the engine calls ``backward`` with the outputs' gradients, adds the resul
 the inputs' adjoints and resumes the sweep below the group.
 """
 import functools
+import weakref
 
 import numpy as np
 
@@ -33,7 +34,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self):
-        return saved_hooks.unpack_saved(self.to_save)
+        return tuple(s.tensor() if s.__class__ is _SavedOutput else s
+                     for s in saved_hooks.unpack_saved(self.to_save))
 
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable.update(id(x) for x in tensors)
@@ -76,8 +78,6 @@ class Function:
         if t is None:
             return out
         group = _Group(cls, ctx, args, inputs, outs)
-        if ctx.to_save:
-            ctx.to_save = saved_hooks.pack_saved(ctx.to_save)
         results = []
         for k, o in enumerate(outs):
             if not isinstance(o, Tensor) or not o.dtype.is_floating_point or \
@@ -95,7 +95,38 @@ class Function:
                 results.append(o)
             else:
                 results.append(_result(o._d, t, i))
+        if ctx.to_save:
+            ctx.to_save = _saved_outputs(ctx.to_save, outs, results)
         return tuple(results) if isinstance(out, tuple) else results[0]
+
+
+class _SavedOutput:
+    """An output of ``forward`` that ``save_for_backward`` saved, held without a strong
+    reference to its tape (the tape holds the ctx: no cycle).  Unpacked, it is the output
+    with its history, as PyTorch's: a backward under ``create_graph`` that uses it is
+    differentiated through the Function again (``exp``'s ``g * y``)."""
+
+    __slots__ = ("tape", "entry", "value")
+
+    def __init__(self, result):
+        self.tape, self.entry, self.value = weakref.ref(result._t), result._i, result._d
+
+    def tensor(self):
+        t = self.tape()
+        return from_array(np.array(self.value)) if t is None else _result(self.value, t,
+                                                                          self.entry)
+
+
+def _saved_outputs(to_save, outs, results):
+    """``ctx.to_save`` as the ctx keeps it: outputs of forward stand for the results that
+    carry the Function's history (hooks, if active, pack those); the rest as saved."""
+    at = {id(o): r for o, r in zip(outs, results)
+          if r is not o and isinstance(r, Tensor) and r._t is not None}
+    saved = tuple(at.get(id(x), x) for x in to_save)
+    if not at or saved_hooks.packing():
+        return saved_hooks.pack_saved(saved)
+    made = {id(r) for r in at.values()}
+    return tuple(_SavedOutput(x) if id(x) in made else x for x in saved)
 
 
 def _dirty_outputs(ctx, outs, t):

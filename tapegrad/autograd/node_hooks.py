@@ -172,14 +172,21 @@ def _adjoint(t, G, e):
     return G[o:o + t.size(e)].reshape(t.shape(e))
 
 
-def at_hook(t, i, G, live, run_entry):
+def at_hook(t, i, G, live, run_entry, needed=None):
     """The compiled sweep stopped at HOOKED entry i (its gradient is complete).  Runs what
     waits there; returns ``(top, done)`` for the sweep to resume with.  ``run_entry(e)``
-    sweeps entry e alone and returns the entry below it to go on from."""
+    sweeps entry e alone and returns the entry below it to go on from.  ``needed(b)``
+    (None: all are): does buffer b lead to a requested input?  A Node that does not
+    run no hooks (a requested tensor's own hooks run, its Node's do not)."""
     hooks = t.autograd.node_hooks.get(i)
-    if hooks is None:
-        if i in t.autograd.hooks and t.OP[i] != _FUNCTION:   # a Function runs its outputs' hooks
+    if hooks is not None and needed is not None and \
+            not any(needed(b) for _, _, b in edges(t, hooks.key) if b >= 0):
+        if i in t.autograd.hooks and t.OP[i] != _FUNCTION and needed(i):
             _tensor_hooks(t, i, G)
+        return i, i
+    if hooks is None:
+        if i in t.autograd.hooks and t.OP[i] != _FUNCTION and (needed is None or needed(i)):
+            _tensor_hooks(t, i, G)   # (a Function runs its outputs' hooks)
         if i not in t.autograd.packed:
             return i, i
         old = write_unpacked(t, i)

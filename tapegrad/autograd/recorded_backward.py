@@ -13,7 +13,7 @@ import numpy as np
 from .. import tape as tp
 from ..tensor import Tensor, _result, from_array
 from .adjoint_rules import HOST_FIRST, HOST_LAST, RULES, Scattered, gathered
-from .graph import node_outputs
+from .graph import edges, node_outputs
 from .hooks import apply_hooks
 from .saved_hooks import rule_contributions
 
@@ -93,6 +93,7 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
     live = np.zeros(n, np.uint8)
     OP, FLAGS = h.OP, t.FLAGS[:n].tolist()
     arrive = _Arrival(t, want_at, found)
+    needed = want_at.toward(t) if (t.autograd.functions or t.autograd.node_hooks) else None
     for i in range(max(adj), -1, -1):
         g = _complete(h, adj, scattered, i)
         if g is None:
@@ -110,6 +111,14 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
         if FLAGS[i] & tp.CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
         node = t.autograd.node_hooks.get(i) if t.autograd.node_hooks else None
+        if node is not None and needed is not None and \
+                not any(needed(b) for _, _, b in edges(t, node.key) if b >= 0):
+            node = None                 # a Node the requested inputs do not need: no hooks
+        if HOST_FIRST <= op <= HOST_LAST and needed is not None and \
+                not any(needed(b) for b in t.autograd.functions[i].inputs):
+            for e, _, _, _ in t.autograd.functions[i].outputs:
+                live[e] = 1             # nor its backward
+            continue
         if node is not None:
             contributions = _hooked_node(t, h, node, i, arrive(i, g), adj, scattered, live,
                                          arrive)

@@ -127,6 +127,11 @@ def _active():
     return stack[-1] if stack else None
 
 
+def packing():
+    """Whether saved_tensors_hooks are active in this thread."""
+    return _active() is not None
+
+
 # -- recording ---------------------------------------------------------------------------
 def _shown(t, j):
     """The buffer a saved buffer j stands for: a broadcast operand's own buffer."""
