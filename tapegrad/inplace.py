@@ -178,7 +178,8 @@ def setitem(self, key, value):
     hidden entries) to ``value``.  Where ``key`` repeats a position, the value written
     there last gets its gradient (PyTorch leaves repeated indices undefined)."""
     from .elementwise import where
-    from .shape_ops import _is_advanced, getitem
+    from .shape_ops import _is_advanced, getitem, legacy_key
+    key = legacy_key(key)
     advanced = _is_advanced(key)
     if self._t is None and self._rg and STATE.grad:
         raise RuntimeError(("" if advanced else "a view of ") + "a leaf Variable that requires "

@@ -6,6 +6,7 @@ input at base + strided offset), ``reshape`` entry (same elements, new shape) or
 copied: tapegrad tensors do not share storage.
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -152,8 +153,29 @@ def _np_key(key):
     return key
 
 
+SEQUENCE_KEY = (
+    "Using a non-tuple sequence for multidimensional indexing is deprecated and will be "
+    "changed in pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 this will be "
+    "interpreted as tensor index, x[torch.tensor(seq)], which will result either in an error "
+    "or a different result")
+
+
+def legacy_key(key):
+    """PyTorch's reading of a list key: a tuple of indices if it holds a slice, None,
+    Ellipsis or a sequence (and has fewer than 32 items), with its deprecation warning;
+    else an index list."""
+    if key.__class__ is list and len(key) < 32 and any(
+            k is None or k is Ellipsis or isinstance(k, (slice, list, tuple, Tensor, np.ndarray))
+            for k in key):
+        warnings.warn(SEQUENCE_KEY, UserWarning, stacklevel=3)
+        return tuple(key)
+    return key
+
+
 def getitem(x, key):
     d = x._d
+    if key.__class__ is list:
+        key = legacy_key(key)
     if key.__class__ is int and d.__class__ is np.ndarray and d.ndim == 1:
         return _select_1d(x, d, key)
     if x.ndim == 0 and not (key is None or key is Ellipsis or

@@ -12,6 +12,7 @@ The operations are installed onto the class by the modules that record them
 (``elementwise``, ``shape_ops``, ``reductions``, ``linalg``).
 """
 import math
+import warnings
 
 import numpy as np
 
@@ -38,9 +39,16 @@ def _norm(a):
     return a
 
 
+NON_LEAF_GRAD = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
+    "attribute won't be populated during autograd.backward(). If you indeed want the .grad "
+    "field to be populated for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor. If "
+    "you access the non-leaf Tensor by mistake, make sure you access the leaf Tensor instead. "
+    "See github.com/pytorch/pytorch/pull/30531 for more information.")
+
+
 class Tensor:
     __slots__ = ("_d", "_t", "_tid", "_i", "_rg", "__dict__", "__weakref__")
-    grad = None
     _retains = False
     _inference = False
     _version = 0
@@ -101,6 +109,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, flag):
+        if self._t is not None and flag and self._rg:
+            return          # a non-leaf that requires grad already: nothing to change
         if self._t is not None:
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables. If you want to use "
@@ -130,6 +140,17 @@ class Tensor:
     def tape(self):
         """The tape that recorded this tensor (None for a leaf)."""
         return self._t
+
+    @property
+    def grad(self):
+        g = self.__dict__.get("_grad")
+        if g is None and self._t is not None and self._rg and not self._retains:
+            warnings.warn(NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return g
+
+    @grad.setter
+    def grad(self, value):
+        self.__dict__["_grad"] = value
 
     def retain_grad(self):
         if not self._rg:
@@ -200,8 +221,13 @@ class Tensor:
             tracing.note(tracing.G_EQUAL, self, np.ravel(d))
         return d if d.__class__ is float else d.tolist()
 
+    def __reduce_ex__(self, protocol):
+        """Pickled as its value, requires_grad and Parameter mark (any protocol); a
+        tensor with a history comes back a leaf, as PyTorch's."""
+        return _unpickle, (np.array(self._arr), self._rg, self._is_param)
+
     def numpy(self):
-        if self._rg:
+        if self._rg and STATE.grad:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
         if STATE.trace is not None:
@@ -329,6 +355,13 @@ def _result(d, t, i, rg=True):
     o._i = i
     o._rg = rg
     return o
+
+
+def _unpickle(arr, rg, is_param):
+    x = _leaf(_norm(arr), rg)
+    if is_param:
+        x._is_param = True
+    return x
 
 
 def from_array(a, rg=False):

@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 
+from ..grad_mode import set_grad_enabled
 from ..tensor import Size, Tensor, _leaf, _new, _norm
 from . import anomaly, engine
 from .graph import _inputs, node_of
@@ -128,14 +129,27 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
         for leaf, g in deliveries:
             if leaf._rg:
+                fresh = leaf.grad is None
                 g = accumulate(leaf, g)
                 extra = leaf.__dict__
                 if "_post_hooks" in extra:
-                    for fn in list(extra["_post_hooks"].values()):
-                        fn(leaf)
+                    _post_accumulate(extra["_post_hooks"], leaf, create_graph)
                     acc = accumulate_hooks(extra)
-                    if acc is not None:
-                        accumulate_post_hooks(acc, g)
+                    if acc is not None:   # a new .grad is the gradient itself (PyTorch's)
+                        accumulate_post_hooks(acc, leaf.grad if fresh else g)
+
+
+def _post_accumulate(hooks, leaf, create_graph):
+    """A leaf's post-accumulate-grad hooks, in the backward's grad mode (off unless
+    ``create_graph``: an optimizer step in a hook may update the leaf in place)."""
+    with set_grad_enabled(create_graph):
+        for fn in list(hooks.values()):
+            out = fn(leaf)
+            if out is None or out is leaf:          # (PyTorch accepts the tensor itself)
+                continue
+            if not isinstance(out, Tensor):
+                raise TypeError(f"expected Variable, but hook returned '{type(out).__name__}'")
+            raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -161,8 +175,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise RuntimeError("One of the differentiated Tensors appears to not have been "
                                    "used in the graph. Set allow_unused=True if this is the "
                                    "desired behavior.")
-            result.append(_leaf(_norm(np.zeros(x.shape, x.dtype.np))) if materialize_grads
-                          else None)
+            zero = _leaf(_norm(np.zeros(x.shape, x.dtype.np))) if materialize_grads else None
+            if zero is not None and create_graph:
+                zero.requires_grad_()          # (as PyTorch's materialized zeros)
+            result.append(zero)
         elif create_graph:
             result.append(g if g.dtype == x.dtype else g.to(x.dtype))
         else:

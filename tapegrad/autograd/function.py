@@ -17,6 +17,7 @@ from ..tensor import Tensor, _result, buf, from_array, recording, requires_grad
 from . import saved_hooks
 
 _FUNCTION = CODE["function"]
+_LATER = object()     # an output returned again later: the later one is made first
 
 
 class FunctionCtx:
@@ -79,10 +80,14 @@ class Function:
             return out
         group = _Group(cls, ctx, args, inputs, outs)
         results = []
-        for k, o in enumerate(outs):
+        last = {id(o): k for k, o in enumerate(outs)}   # a tensor returned twice is one
+        for k, o in enumerate(outs):                   # output, its last (PyTorch's)
             if not isinstance(o, Tensor) or not o.dtype.is_floating_point or \
                     id(o) in ctx._non_differentiable:
                 results.append(o)
+                continue
+            if last[id(o)] != k:
+                results.append(_LATER)
                 continue
             # extras: position among the outputs, number of inputs, the input buffers
             i = t.append(_FUNCTION, -1, -1, o._arr,
@@ -95,6 +100,7 @@ class Function:
                 results.append(o)
             else:
                 results.append(_result(o._d, t, i))
+        results = [results[last[id(o)]] if r is _LATER else r for o, r in zip(outs, results)]
         if ctx.to_save:
             ctx.to_save = _saved_outputs(ctx.to_save, outs, results)
         return tuple(results) if isinstance(out, tuple) else results[0]
@@ -189,6 +195,8 @@ class _Group:
         result = cls.backward(ctx, *grads)
         result = result if isinstance(result, tuple) else (result,)
         name = f"{cls.__name__}Backward"
+        while len(result) > len(self.args) and result[-1] is None:
+            result = result[:-1]       # extra trailing Nones are allowed, as PyTorch's
         if len(result) != len(self.args):
             raise RuntimeError(f"function {name} returned an incorrect number of gradients "
                                f"(expected {len(self.args)}, got {len(result)})")

@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from ..grad_mode import no_grad
-from ..tensor import Tensor, from_array
+from ..tensor import Tensor, _norm, from_array
 from . import forward_ad
 from .entry_points import grad
 from .function import Function
@@ -65,18 +65,29 @@ def _flat(outs):
 
 def _numerical(func, inputs, k, eps, directions):
     """d(outputs)/d(inputs[k]) along each direction by central differences: per
-    direction, one flat array per output of ``func``."""
-    base = inputs[k]._arr.astype(np.float64)
+    direction, one flat array per output of ``func``.  A leaf input is perturbed in
+    place, as PyTorch does (a function that closes over it sees the change); an input
+    with a history is passed as a perturbed copy."""
+    x = inputs[k]
+    base = x._arr.astype(np.float64)
     cols = []
-    for step in directions:
-        vals = []
-        for sign in (1, -1):
-            args = list(inputs)
-            args[k] = from_array((base.reshape(-1) + sign * eps * step).reshape(base.shape),
-                                 rg=inputs[k].requires_grad)
-            # not under no_grad: func may differentiate inside (gradgradcheck's vjp does)
-            vals.append(_flat(_outputs(func, args)))
-        cols.append([(p - m) / (2 * eps) for p, m in zip(*vals)])
+    kept = x._d
+    try:
+        for step in directions:
+            vals = []
+            for sign in (1, -1):
+                value = (base.reshape(-1) + sign * eps * step).reshape(base.shape)
+                args = list(inputs)
+                if x._t is None:
+                    x._d, x._tid = _norm(value.astype(x._arr.dtype)), 0
+                else:
+                    args[k] = from_array(value, rg=x.requires_grad)
+                # not under no_grad: func may differentiate inside (gradgradcheck's vjp does)
+                vals.append(_flat(_outputs(func, args)))
+            cols.append([(p - m) / (2 * eps) for p, m in zip(*vals)])
+    finally:
+        if x._t is None:
+            x._d, x._tid = kept, 0
     return cols
 
 

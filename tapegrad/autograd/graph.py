@@ -253,4 +253,7 @@ def _saved(t, i, what):
         return from_array(np.array(t.extras(i)))
     if j < 0:
         return t.C[i]
+    src = t.sources.get(j)
+    if src is not None:        # a tensor that came in from outside: the tensor itself
+        return src
     return from_array(t.value(j))
