@@ -2,12 +2,19 @@
 from . import functional, init
 from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Softplus, Tanh
 from .container import Sequential
+from .conv import Conv1d, Conv2d
 from .dropout import Dropout
+from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from .module import Module
+from .normalization import BatchNorm1d, LayerNorm
 from .parameter import Parameter
+from .pooling import MaxPool1d, MaxPool2d
+from .sparse import Embedding
 
 __all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "Dropout", "GELU", "Identity", "LeakyReLU",
            "Linear", "LogSoftmax", "MSELoss", "Module", "Parameter", "ReLU", "Sequential",
            "Sigmoid", "Softmax", "Softplus", "Tanh", "functional", "init"]
+__all__ += ["BatchNorm1d", "Conv1d", "Conv2d", "Embedding", "Flatten", "LayerNorm",
+            "MaxPool1d", "MaxPool2d", "Unflatten"]
