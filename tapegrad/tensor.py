@@ -137,6 +137,15 @@ class Tensor:
         return node_of(t, self._i)
 
     @property
+    def output_nr(self):
+        """This tensor's position among its Node's outputs (0 for a leaf)."""
+        if self._t is None or not self._rg:
+            return 0
+        from .autograd.graph import node_of, node_outputs
+        entries, positions, _ = node_outputs(self._t, node_of(self._t, self._i)._i)
+        return positions[entries.index(self._i)] if self._i in entries else 0
+
+    @property
     def tape(self):
         """The tape that recorded this tensor (None for a leaf)."""
         return self._t

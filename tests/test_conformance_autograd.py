@@ -449,3 +449,75 @@ def test_retained_tensor_is_released():
     del y
     gc.collect()
     assert ref() is None
+
+
+# -- autograd names real programs use ------------------------------------------------------------
+@program
+def function_setup_context_style(m):
+    class MulConst(m.autograd.Function):
+        @staticmethod
+        def forward(x, c):
+            return x * c
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, c = inputs
+            ctx.c = c
+            ctx.save_for_backward(output)
+
+        @staticmethod
+        def backward(ctx, g):
+            out, = ctx.saved_tensors
+            return g * ctx.c + 0 * out, None
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    y = MulConst.apply(x, 3.0)
+    g, = m.autograd.grad((y * y).sum(), x, create_graph=True)
+    g2, = m.autograd.grad(g.sum(), x)
+    return [y, g, g2, m.autograd.gradcheck(lambda v: MulConst.apply(v, 3.0), (x,))]
+
+
+@program
+def legacy_variable(m):
+    v = m.autograd.Variable(m.tensor([1.0, 2.0]), requires_grad=True)
+    (v * v).sum().backward()
+    return [isinstance(v, m.autograd.Variable), isinstance(m.ones(1), m.autograd.Variable),
+            v.is_leaf, v.grad]
+
+
+@program
+def output_nr(m):
+    a = m.ones(3, requires_grad=True)
+    p, q, r = a.unbind()
+    s1, s2 = a.split(2)
+    return [a.output_nr, p.output_nr, q.output_nr, r.output_nr, s2.output_nr, (a * 2).output_nr]
+
+
+@program
+def calling_a_node(m):
+    a = m.tensor([1.0, 2.0], requires_grad=True)
+    b = m.tensor([3.0, 4.0], requires_grad=True)
+    p, q = a.unbind()
+    out = [(a * b).grad_fn(m.ones(2)), (a * 2).grad_fn(m.ones(2)), a.exp().grad_fn(m.ones(2)),
+           a.sum().grad_fn(m.tensor(1.0)), p.grad_fn(m.tensor(1.0), None)]
+    return [[v for v in o if v is not None] if isinstance(o, tuple) else o for o in out]
+
+
+@program
+def save_on_cpu(m):
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    with m.autograd.graph.save_on_cpu(pin_memory=False):
+        y = (x.exp() * x).sum()
+    y.backward()
+    return x.grad
+
+
+def test_make_dot_of_several_roots():
+    a = tapegrad.ones(2, requires_grad=True)
+    b = a * 2
+    c = b.exp()
+    d = c + a
+    src = tapegrad.viz.make_dot((b, c, d)).source
+    assert src.count("AccumulateGrad") == 1 and src.count("MulBackward0") == 1
+    for k, name in enumerate(["MulBackward0", "ExpBackward0", "AddBackward0"]):
+        node = next(line.split()[0] for line in src.splitlines() if f'"{name}"' in line)
+        assert f"{node} -> out{k}" in src

@@ -5,7 +5,8 @@ from .anomaly import (detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_e
 from .entry_points import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
 from .gradcheck import gradcheck, gradgradcheck
+from .variable import Variable
 
-__all__ = ["Function", "FunctionCtx", "backward", "detect_anomaly", "forward_ad", "functional",
+__all__ = ["Function", "FunctionCtx", "Variable", "backward", "detect_anomaly", "forward_ad", "functional",
            "grad", "gradcheck", "gradgradcheck", "graph", "is_anomaly_check_nan_enabled", "is_anomaly_enabled", "once_differentiable",
            "set_detect_anomaly"]

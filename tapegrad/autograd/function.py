@@ -58,6 +58,12 @@ class Function:
                                   "autograd.Function.")
 
     @staticmethod
+    def setup_context(ctx, inputs, output):
+        """Overridden (PyTorch 2's style): ``forward(*args)`` takes no ctx, and this
+        saves what backward needs from ``inputs`` (the args) and ``output``."""
+        raise NotImplementedError("setup_context is not overridden")
+
+    @staticmethod
     def backward(ctx, *grad_outputs):
         raise NotImplementedError("You must implement either the backward or vjp method for "
                                   "your custom autograd.Function to use it with backward mode "
@@ -73,7 +79,11 @@ class Function:
         # its history up to here
         inputs = None if t is None else [buf(t, a, False) for a in tensors]
         with no_grad():
-            out = cls.forward(ctx, *args)
+            if cls.setup_context is not Function.setup_context:   # PyTorch 2's style
+                out = cls.forward(*args)
+                cls.setup_context(ctx, args, out)
+            else:
+                out = cls.forward(ctx, *args)
         outs = out if isinstance(out, tuple) else (out,)
         dirty = _dirty_outputs(ctx, outs, t)
         if t is None:

@@ -12,9 +12,11 @@ import numpy as np
 
 from ..ops.table import BY_CODE, CODE
 from ..tape import CONSUMED, HIDDEN
-from .saved_hooks import disable_saved_tensors_hooks, saved_tensors_hooks, unpacked_slot
+from .saved_hooks import (disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks,
+                          unpacked_slot)
 
-__all__ = ["AccumulateGrad", "Node", "disable_saved_tensors_hooks", "saved_tensors_hooks"]
+__all__ = ["AccumulateGrad", "Node", "disable_saved_tensors_hooks", "save_on_cpu",
+           "saved_tensors_hooks"]
 
 _LEAF, _CONST, _EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _CAT = {CODE["cat"], CODE["stack"]}
@@ -59,6 +61,18 @@ class Node:
     @property
     def next_functions(self):
         return tuple((node, nr) for node, nr, _ in edges(self._t(), self._i))
+
+    def __call__(self, *grads):
+        """This Node's backward alone on the gradients of its outputs (one per output, or
+        None): one gradient per ``next_functions`` edge (None where there is none), a
+        tuple if there are several, as PyTorch's.  Recorded in grad mode."""
+        from .node_hooks import node_gradients
+        t = self._t()
+        entries, positions, n = node_outputs(t, self._i)
+        if len(grads) != n:
+            raise TypeError(f"{self.name()} takes {n} gradient(s), got {len(grads)}")
+        out = node_gradients(t, self._i, [grads[p] for p in positions])
+        return out[0] if len(out) == 1 else tuple(out)
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` after this node has computed its gradients

@@ -110,16 +110,28 @@ def node_backward(t, h, hooks, grads):
     grads = [grad_outputs[p] for p in positions]
     hidden = set()
     node_edges = edges(t, hooks.key, hidden)
-    if t.OP[hooks.key] == _FUNCTION:        # one gradient per tensor input: per edge
-        grad_inputs = t.autograd.functions[hooks.key].call_backward(grads)
-        swept = entries
-    else:
-        grad_inputs, swept = _walk(t, h or _Reader(t), entries, grads, node_edges, hidden)
+    grad_inputs, swept = _node_backward(t, h, hooks.key, entries, grads, node_edges, hidden)
     grad_inputs = tuple(grad_inputs)
     for fn in list(hooks.post.values()):
         grad_inputs = replaced(fn, fn(grad_inputs, grad_outputs), grad_inputs)
     return swept, [(b, g) for (_, _, b), g in zip(node_edges, grad_inputs)
                    if b >= 0 and g is not None]
+
+
+def _node_backward(t, h, key, entries, grads, node_edges, hidden):
+    """(one gradient per edge, the entries swept) of the node of entry ``key``."""
+    if t.OP[key] == _FUNCTION:              # one gradient per tensor input: per edge
+        return t.autograd.functions[key].call_backward(grads), entries
+    return _walk(t, h or _Reader(t), entries, grads, node_edges, hidden)
+
+
+def node_gradients(t, key, grads):
+    """``Node.__call__``: the node's backward alone on ``grads`` (tensors or None, one per
+    entry of ``node_outputs``), one gradient per edge."""
+    hidden = set()
+    node_edges = edges(t, key, hidden)
+    entries = node_outputs(t, key)[0]
+    return list(_node_backward(t, None, key, entries, grads, node_edges, hidden)[0])
 
 
 def _walk(t, h, entries, grads, node_edges, hidden):

@@ -93,6 +93,14 @@ class saved_tensors_hooks:
         return False
 
 
+class save_on_cpu(saved_tensors_hooks):
+    """PyTorch's offloading of saved values to the CPU: tapegrad runs on the CPU, so the
+    values stay where they are (``pin_memory`` and ``device_type`` are accepted)."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        super().__init__(lambda x: x, lambda x: x)
+
+
 class disable_saved_tensors_hooks:
     """Context manager: using ``saved_tensors_hooks`` in its scope raises
     ``RuntimeError(error_message)`` (as does entering it while hooks are active)."""

@@ -31,11 +31,15 @@ def _quote(label):
     return '"' + label.replace('"', '\\"') + '"'
 
 
-def _walk(root):
-    """All nodes reachable from ``root`` (breadth-first) and the edges
-    (next function -> node), as indices into the node list."""
-    nodes, index, edges = [root], {id(root): 0}, []
-    queue = collections.deque([root])
+def _walk(roots):
+    """All nodes reachable from ``roots`` (breadth-first; the roots first, once each) and
+    the edges (next function -> node), as indices into the node list."""
+    nodes, index, edges = [], {}, []
+    for root in roots:
+        if id(root) not in index:
+            index[id(root)] = len(nodes)
+            nodes.append(root)
+    queue = collections.deque(nodes)
     while queue:
         node = queue.popleft()
         k = index[id(node)]
@@ -63,16 +67,17 @@ def _chain_label(names):
     return f"chain of {len(names):,} nodes\\n{kinds}{more}"
 
 
-def _collapse(nodes, edges, min_run=3):
-    """Replace runs of >= ``min_run`` linear nodes (one in-edge, one out-edge) by one
-    chain node.  Returns (items, edges): items are graph nodes or ("chain", label)."""
+def _collapse(nodes, edges, n_roots=1, min_run=3):
+    """Replace runs of >= ``min_run`` linear nodes (one in-edge, one out-edge; not the
+    first ``n_roots``) by one chain node.  Returns (items, edges): items are graph nodes
+    or ("chain", label), the roots first."""
     ins, outs = collections.defaultdict(list), collections.defaultdict(list)
     for j, k in edges:
         ins[k].append(j)
         outs[j].append(k)
 
     def linear(k):
-        return k != 0 and len(ins[k]) == 1 and len(outs[k]) == 1 and \
+        return k >= n_roots and len(ins[k]) == 1 and len(outs[k]) == 1 and \
             not isinstance(nodes[k], AccumulateGrad)
 
     new_id, items = {}, []             # old index -> new index; the new nodes
@@ -99,12 +104,13 @@ def _collapse(nodes, edges, min_run=3):
     return items, merged
 
 
-def _nearest(items, edges, limit):
-    """The ``limit`` items nearest the output (item 0), breadth-first against the edges."""
+def _nearest(items, edges, limit, n_roots=1):
+    """The ``limit`` items nearest the outputs (the first ``n_roots`` items),
+    breadth-first against the edges."""
     ins = collections.defaultdict(list)
     for j, k in edges:
         ins[k].append(j)
-    keep, queue = {0}, collections.deque([0])
+    keep, queue = set(range(n_roots)), collections.deque(range(n_roots))
     while queue and len(keep) < limit:
         k = queue.popleft()
         for j in ins[k]:
@@ -145,19 +151,25 @@ def _label(node, show_attrs):
 
 
 def statements(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500):
-    """The DOT statements (attribute lines, nodes, edges) of the drawing."""
+    """The DOT statements (attribute lines, nodes, edges) of the drawing of a tensor, or
+    of a tuple or list of tensors (torchviz's several roots: one output box each)."""
     names = {id(v): k for k, v in (params or {}).items()}
+    tensors = list(tensor) if isinstance(tensor, (tuple, list)) else [tensor]
+    outs = ["out"] if len(tensors) == 1 else [f"out{r}" for r in range(len(tensors))]
     out = list(_STYLE)
-    out.append(f"out [label={_quote(_shape(tensor))}, fillcolor=darkolivegreen1]")
-    if tensor.grad_fn is None:
+    for name, x in zip(outs, tensors):
+        out.append(f"{name} [label={_quote(_shape(x))}, fillcolor=darkolivegreen1]")
+    roots = [x.grad_fn for x in tensors if x.grad_fn is not None]
+    if not roots:
         return out
-    nodes, edges = _walk(tensor.grad_fn)
+    nodes, edges = _walk(roots)
+    n_roots = len({id(r) for r in roots})
     items, cut = nodes, 0
     if len(nodes) > max_nodes:
-        items, edges = _collapse(nodes, edges)
+        items, edges = _collapse(nodes, edges, n_roots)
     keep = set(range(len(items)))
     if len(items) > max_nodes:
-        keep = _nearest(items, edges, max_nodes)
+        keep = _nearest(items, edges, max_nodes, n_roots)
         cut = len(items) - len(keep)
     for k in sorted(keep):
         item, nid = items[k], f"n{k}"
@@ -186,7 +198,10 @@ def statements(tensor, params=None, show_saved=False, show_attrs=False, max_node
     if cut:
         out.append(f'more [label="... {cut:,} more nodes not drawn", style="filled,dashed"]')
         out.extend(f"more -> n{k} [style=dashed]" for k in sorted(cut_into))
-    out.append("n0 -> out")
+    at = {id(n): k for k, n in enumerate(nodes[:n_roots])}
+    for name, x in zip(outs, tensors):
+        if x.grad_fn is not None:
+            out.append(f"n{at[id(x.grad_fn)]} -> {name}")
     return out
 
 
