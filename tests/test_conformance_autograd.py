@@ -413,22 +413,6 @@ def pickled_tensors(m):
     return out
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_like_torch(name):
-    want = _run(PROGRAMS[name], torch)
-    got = _run(PROGRAMS[name], tapegrad)
-    assert _same(got, want), (got, want)
-
-
-def _same(a, b):
-    """Equal results: floats to 1e-12 relative (nan equals nan), the rest exactly."""
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, float):
-        return (a != a and b != b) or a == pytest.approx(b, rel=1e-12, abs=0)
-    return type(a) is type(b) and a == b
-
-
 def test_nonleaf_grad_warns():
     x = tapegrad.tensor([1.0], requires_grad=True)
     y = x * 2
@@ -521,3 +505,20 @@ def test_make_dot_of_several_roots():
     for k, name in enumerate(["MulBackward0", "ExpBackward0", "AddBackward0"]):
         node = next(line.split()[0] for line in src.splitlines() if f'"{name}"' in line)
         assert f"{node} -> out{k}" in src
+
+
+# -- every program above, against PyTorch (last: PROGRAMS is complete here) ---------------------
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_like_torch(name):
+    want = _run(PROGRAMS[name], torch)
+    got = _run(PROGRAMS[name], tapegrad)
+    assert _same(got, want), (got, want)
+
+
+def _same(a, b):
+    """Equal results: floats to 1e-12 relative (nan equals nan), the rest exactly."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return (a != a and b != b) or a == pytest.approx(b, rel=1e-12, abs=0)
+    return type(a) is type(b) and a == b

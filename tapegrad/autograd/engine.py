@@ -128,7 +128,6 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
     hooks, consumed entries, NaN in anomaly mode, fused runs); returns the next entry
     below.  ``done``: an entry whose hooks have run (the sweep does not stop there
     again).  ``fuse``: (keep, pooled arena) to sweep large elementwise runs fused."""
-    OFF = t.OFF
     fuse_min = NO_FUSION if check_nan or fuse is None else fused.FUSE_MIN
     while top >= lo:
         status, i = sweep(top, t.arrays(), G, live, scratch, omap, HOST_MIN_MACS, done,
