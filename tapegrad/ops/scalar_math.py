@@ -115,13 +115,14 @@ def sinc(x):
     return math.sin(p) / p
 
 
-def sinc_grad(x):
-    """(pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 at 0 (PyTorch's sinc_backward)."""
+def sinc_grad(x, g):
+    """g (pi x cos(pi x) - sin(pi x)) / (pi x^2), 0 where pi x^2 is 0 whatever g is
+    (PyTorch's sinc_backward selects 0 there: an inf g gives 0, not nan)."""
     s = x * x * math.pi
     if s == 0.0:
         return 0.0
     p = x * math.pi
-    return (p * math.cos(p) - math.sin(p)) / s
+    return g * (p * math.cos(p) - math.sin(p)) / s
 
 
 def logit_grad(x, g):
