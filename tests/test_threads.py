@@ -98,3 +98,58 @@ def test_threads_record_on_distinct_tapes():
         th.join()
     assert len({id(t) for t in seen.values()}) == THREADS
     assert grads == {k: float(k) for k in range(THREADS)}
+
+
+def test_backward_in_another_thread_leaves_this_thread_recording():
+    """A graph recorded here, backpropagated from another thread: this thread's later
+    graphs work (the consumed tape is left by whichever thread records on it next)."""
+    x = tg.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()
+    worker = threading.Thread(target=y.backward)
+    worker.start()
+    worker.join()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+    for _ in range(3):
+        (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [11.0, 13.0])
+
+
+def _shared_graph_round(retain):
+    """Five threads backpropagate through one shared non-leaf graph (PyTorch's
+    test_python_thread_in_middle): with retain_graph all succeed and the gradients add
+    up; without, exactly one succeeds and the others get PyTorch's error."""
+    a = tg.tensor(np.linspace(0.1, 1.0, 25), requires_grad=True)
+    middle = (a * 2).exp()
+    out = (middle * a).sum()
+    results = []
+
+    def run():
+        try:
+            out.backward(retain_graph=retain)
+            results.append("ok")
+        except RuntimeError as e:
+            results.append(str(e))
+
+    threads = [threading.Thread(target=run) for _ in range(5)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    one = a.detach().numpy()
+    return results, a.grad.numpy(), np.exp(2 * one) * (2 * one + 1)
+
+
+def test_shared_graph_with_retain_graph():
+    for _ in range(40):
+        results, grad, each = _shared_graph_round(True)
+        assert results == ["ok"] * 5
+        np.testing.assert_allclose(grad, 5 * each, rtol=1e-12)
+
+
+def test_shared_graph_without_retain_graph():
+    for _ in range(40):
+        results, grad, each = _shared_graph_round(False)
+        assert results.count("ok") == 1
+        assert all(r == "ok" or r.startswith("Trying to backward through the graph a second")
+                   for r in results)
+        np.testing.assert_allclose(grad, each, rtol=1e-12)

@@ -68,13 +68,22 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
             continue
         tapes[out._t.uid] = out._t
         pending.setdefault(out._t.uid, []).append((out._i, s))
-    while pending:
-        uid = max(pending)
-        swept.append(sweep_tape(tapes[uid], pending.pop(uid), deliveries, pending, tapes,
-                                want_at, found, observe))
-    if not retain_graph:    # only now: a tape may be swept twice (tapes referring both ways)
-        for t, live in swept:
-            consume_swept(t, live)
+    held = []       # tapes locked by this backward: one sweeps a tape at a time, and
+    try:            # one that consumes it lets no other read it meanwhile (PyTorch's
+        while pending:  # concurrent backwards: one succeeds, the others get the error)
+            uid = max(pending)
+            t = tapes[uid]
+            if not any(h is t for h in held):
+                t.lock.acquire()
+                held.append(t)
+            swept.append(sweep_tape(t, pending.pop(uid), deliveries, pending, tapes,
+                                    want_at, found, observe))
+        if not retain_graph:    # only now: a tape may be swept twice (tapes referring both ways)
+            for t, live in swept:
+                consume_swept(t, live)
+    finally:
+        for t in reversed(held):
+            t.lock.release()
     if wanted:
         leaf_pos = {id(w): k for k, w in enumerate(wanted) if w._t is None}
         for leaf, g in deliveries:

@@ -4,6 +4,7 @@ package's docstring."""
 import itertools
 import os
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -40,6 +41,7 @@ class Tape(Layout):
     def __init__(self, capacity=256):
         self.uid = 0
         self._prev = []
+        self.lock = threading.RLock()   # held by a backward from its sweep to consumption
         cols = _col_pool.pop() if _col_pool else None
         for name, dtype in _COLUMNS:
             setattr(self, name, cols[name] if cols else np.empty(capacity, dtype))
@@ -70,6 +72,7 @@ class Tape(Layout):
         self.autograd = EntryState()   # what autograd keeps per entry (hooks, ...)
         self._ext = {}           # id(foreign tensor) -> its external entry
         self.released = False
+        self.retired = False     # a backward consumed entries: recording moves on (any thread)
         self.placed = {}         # staged entry -> arena offset of its value (append_into)
 
     # -- recording -------------------------------------------------------------------
@@ -144,6 +147,9 @@ class Tape(Layout):
         self.flush_at = self.next + _STAGE_BLOCK
         if STATE.tape is not self or self._prev:
             return self
+        if self.retired:         # a backward (maybe in another thread) consumed entries
+            STATE.tape = Tape()
+            return STATE.tape
         # references: STATE.tape, the caller's ``t`` (``held``), ``self``, the argument
         if sys.getrefcount(self) <= 3 + held:
             self._reset()      # nothing refers to its entries: record over them
@@ -362,6 +368,10 @@ def roomy_tape(size):
 
 def replace_default(old):
     """After a backward without retain_graph, new recording starts on a new tape; the
-    old one lives as long as its tensors do."""
+    old one lives as long as its tensors do.  The backward may run in another thread
+    than the one recording on ``old``: that thread moves on at its next op (``retired``,
+    and ``flush_at`` reached, sends it through ``maintain``)."""
+    old.retired = True
+    old.flush_at = -1
     if STATE.tape is old and not old._prev:
         STATE.tape = Tape()
