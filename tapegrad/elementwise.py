@@ -197,7 +197,7 @@ def _stage(code, x, sx, y, sy, c, r, rg=True):
             ib = buf(t, y, sy)
     i = t.next
     t.next = i + 1
-    t._stage_put((code, ia, ib, c, r))
+    t._stage_put((i, code, ia, ib, c, r))
     o = _new(Tensor)
     o._d, o._t, o._tid, o._i, o._rg = r, t, uid, i, rg
     return o

@@ -57,7 +57,7 @@ class Tape(Layout):
         _live[self.uid] = self
         self.next = 0            # index of the next entry (staged entries included)
         self.n = 0               # entries written to the columns
-        self.stage = []          # staged scalar entries, flat
+        self.stage = []          # staged scalar entries, flat 6-tuples (see flush)
         self._stage_put = (_observed_stage_put(self) if Tape.append is not _plain_append
                            else self.stage.extend)
         self.locs = {}           # entry -> LOCATIONS id, in anomaly mode
@@ -79,14 +79,18 @@ class Tape(Layout):
     def flush(self):
         """Move the staged entries into the columns and their values into the arena.
 
-        Scalar entries are staged as flat 5-tuples (code, a, b, c, value); array
-        entries as (index, code, a, b, c, c2, flags, value, size, len(meta), meta).  Entries between
-        ``n`` and ``next`` that are not array entries are the scalar ones, in order."""
+        Scalar entries are staged as flat 6-tuples (index, code, a, b, c, value); array
+        entries as (index, code, a, b, c, c2, flags, value, size, len(meta), meta).
+
+        Interrupt-safe (a Ctrl-C may land on any line): the stage is cleared and the
+        counters move only at the end, so a flush cut short is redone whole by the next
+        one; an index that ``next`` handed out but whose op was cut short before staging
+        it (a gap) becomes a 0-d constant that nothing uses."""
         st, ast = self.stage, self.astage
         if not st and not ast:
             return
         n, end, nv, ni = self.n, self.next, self.nv, self.ni
-        ks = len(st) // 5
+        ks = len(st) // 6
         if ast:
             rows = list(zip(*ast))
             sizes, mlens = rows[8], rows[9]
@@ -94,26 +98,25 @@ class Tape(Layout):
         else:
             nva = nia = 0
         self._reserve(end, nv + ks + nva, ni + nia)
+        gaps = ks + len(ast) != end - n
+        if gaps:
+            self._fill_gaps(n, end, st, ast)
         if ks:
-            blk = np.fromiter(st, np.float64, 5 * ks).reshape(ks, 5)
-            st.clear()
-            idx = np.arange(n, end)
-            if ast:
-                idx = np.setdiff1d(idx, np.fromiter(rows[0], np.int64, len(ast)),
-                                   assume_unique=True)
-            self.OP[idx] = blk[:, 0]
-            self.A[idx] = blk[:, 1]
-            self.B[idx] = blk[:, 2]
-            self.C[idx] = blk[:, 3]
+            blk = np.fromiter(st, np.float64, 6 * ks).reshape(ks, 6)
+            idx = blk[:, 0].astype(np.int64)
+            self.OP[idx] = blk[:, 1]
+            self.A[idx] = blk[:, 2]
+            self.B[idx] = blk[:, 3]
+            self.C[idx] = blk[:, 4]
             self.C2[idx] = 0.0
             self.META[idx] = -1
             self.FLAGS[idx] = 0
             self.OFF[idx] = np.arange(nv, nv + ks)
-            self.V[nv:nv + ks] = blk[:, 4]
+            self.V[nv:nv + ks] = blk[:, 5]
         if ast:
             # bookkeeping in Python (array entries are few), bulk copies in NumPy
-            ast.clear()
-            idx = slice(n, end) if not ks else np.fromiter(rows[0], np.int64, len(rows[0]))
+            idx = (slice(n, end) if not ks and not gaps else
+                   np.fromiter(rows[0], np.int64, len(rows[0])))
             start = nv + ks
             offs = list(itertools.accumulate(sizes, initial=start))[:-1]
             metas_at = list(itertools.accumulate(mlens, initial=ni))[:-1]
@@ -125,16 +128,32 @@ class Tape(Layout):
             metas = rows[10]
             if self._long_meta:
                 self.IAUX[ni:ni + nia] = np.concatenate([np.asarray(m, np.int64) for m in metas])
-                self._long_meta = False
             else:
                 self.IAUX[ni:ni + nia] = np.fromiter(itertools.chain.from_iterable(metas),
                                                      np.int64, nia)
             self.max_size = max(self.max_size, *sizes)
-            if self.placed:
-                for e, off in self.placed.items():
-                    self.OFF[e] = off
-                self.placed.clear()
+        for e, off in self.placed.items():
+            self.OFF[e] = off
+        # committed: only now the stage goes and the counters move
+        st.clear()
+        ast.clear()
+        self.placed.clear()
+        self._long_meta = False
         self.n, self.nv, self.ni = end, nv + ks + nva, ni + nia
+
+    def _fill_gaps(self, n, end, st, ast):
+        """Entries ``n .. end - 1`` that nothing staged (an op interrupted between taking
+        its index and staging its row) become unused 0-d constants."""
+        covered = np.zeros(end - n, bool)
+        covered[np.asarray(st[0::6], np.int64) - n] = True
+        covered[np.fromiter((r[0] for r in ast), np.int64, len(ast)) - n] = True
+        gap = np.flatnonzero(~covered) + n
+        self.OP[gap] = CONST
+        self.A[gap] = self.B[gap] = -1
+        self.C[gap] = self.C2[gap] = 0.0
+        self.META[gap] = -1
+        self.FLAGS[gap] = 0
+        self.OFF[gap] = 0
 
     def maintain(self, held=0):
         """Called at the start of an op once ``flush_at`` is reached (every block of
@@ -160,9 +179,10 @@ class Tape(Layout):
         return STATE.tape
 
     def _reserve(self, n, nv, ni):
-        if n > self.OP.shape[0]:
-            for name, _ in _COLUMNS[:-1]:
-                setattr(self, name, _grow(getattr(self, name), n))
+        if n > self.OP.shape[0]:     # the columns grow together, in one step (a Ctrl-C
+            grown = {name: _grow(getattr(self, name), n)   # cannot leave some short)
+                     for name, _ in _COLUMNS[:-1]}
+            self.__dict__.update(grown)
         if nv > self.V.shape[0]:
             self.V = _grow(self.V, nv, _pool)
             self.flush_at = 0          # check at the next op whether the tape is still held
@@ -220,7 +240,7 @@ class Tape(Layout):
         if d.__class__ is float:
             i = self.next
             self.next = i + 1
-            self._stage_put((code, -1, -1, 0.0, d))
+            self._stage_put((i, code, -1, -1, 0.0, d))
         elif d.size >= _PLACE_MIN and d.dtype.char == "d":   # placed now: the arena's
             i, view = self.append_into(code, -1, -1, d.shape, d.size)   # size stays known
             view[...] = d
