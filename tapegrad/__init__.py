@@ -24,8 +24,17 @@ from . import tensor_methods  # noqa: F401  (Tensor's methods and operators, ins
 from . import autograd, inplace, nn, optim, viz  # noqa: E402, F401
 from .replay import grad, load, trace, value_and_grad  # noqa: E402, F401
 from .softmax_ops import log_softmax, logsumexp, softmax  # noqa: E402, F401
+from . import cuda  # noqa: E402, F401
+from .devices import device, get_default_device, set_default_device  # noqa: E402, F401
+from .extra_ops import (allclose, chain_matmul, detach, equal, isclose,  # noqa: E402, F401
+                        std_mean, var_mean)
+from .scan_ops import cumprod, cumsum  # noqa: E402, F401
+from .shape_extras import (hstack, masked_fill, narrow, row_stack, select,  # noqa: E402, F401
+                           vstack)
 
 globals().update(_EW)
+arctan, arctan2 = _EW["atan"], _EW["atan2"]
+atan_ = arctan_ = Tensor.atan_
 clip = clamp
 concat = concatenate = cat
 float64 = double = _dtypes.float64

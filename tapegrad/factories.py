@@ -2,6 +2,8 @@
 import numpy as np
 
 from . import dtypes
+from .devices import check as _device
+from .devices import device as _device_class
 from .record import contiguous
 from .tensor import Tensor, _leaf, _norm
 from .tracing import traced_entry
@@ -49,6 +51,7 @@ def _make(arr, requires_grad=False):
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
+    _device(device)
     arr = _infer(data)
     if dtype is not None:
         arr = arr.astype(dtypes.to_np(dtype))
@@ -59,6 +62,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 def as_tensor(data, dtype=None, device=None):
+    _device(device)
     if isinstance(data, Tensor) and (dtype is None or data.dtype is dtype):
         return data
     return tensor(data, dtype)
@@ -75,21 +79,22 @@ def _size(size):
     return tuple(size)
 
 
-def _filled(size, value, dtype, requires_grad):
+def _filled(size, value, dtype, requires_grad, device=None):
+    _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
     return _make(np.full(_size(size), value, d), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(size, 0, dtype, requires_grad)
+    return _filled(size, 0, dtype, requires_grad, device)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(size, 1, dtype, requires_grad)
+    return _filled(size, 1, dtype, requires_grad, device)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(size, 0, dtype, requires_grad)
+    return _filled(size, 0, dtype, requires_grad, device)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
@@ -97,23 +102,25 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         dtype = dtypes.bool_
     elif dtype is None and isinstance(fill_value, int):
         dtype = dtypes.int64
-    return _filled((size,), fill_value, dtype, requires_grad)
+    return _filled((size,), fill_value, dtype, requires_grad, device)
 
 
 def _like(fill):
     def like(input, dtype=None, device=None, requires_grad=False):
-        return _filled((tuple(input.shape),), fill, dtype or input.dtype, requires_grad)
+        return _filled((tuple(input.shape),), fill, dtype or input.dtype, requires_grad, device)
     return like
 
 
 zeros_like, ones_like, empty_like = _like(0), _like(1), _like(0)
 
 
-def full_like(input, fill_value, dtype=None, requires_grad=False):
-    return _filled((tuple(input.shape),), fill_value, dtype or input.dtype, requires_grad)
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    return _filled((tuple(input.shape),), fill_value, dtype or input.dtype, requires_grad,
+                   device)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    _device(device)
     if end is None:
         start, end = 0, start
     arr = np.arange(start, end, step)
@@ -123,11 +130,13 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
     return _make(np.linspace(start, end, steps).astype(d), requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
     return _make(np.eye(n, m, dtype=d), requires_grad)
 
@@ -138,36 +147,131 @@ def manual_seed(seed):
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False):
+    _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
     return _make(_rng[0].random(_size(size)).astype(d), requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
+    _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
     return _make(_rng[0].standard_normal(_size(size)).astype(d), requires_grad)
 
 
-def randint(low, high=None, size=(), dtype=None, device=None):
-    if high is None:
-        low, high = 0, low
-    return _make(_rng[0].integers(low, high, size=size).astype(dtypes.to_np(dtype) or np.int64))
+_NOTHING = object()
+_RANDINT_FORMS = ("randint() received an invalid combination of arguments - got ({got}), but "
+                  "expected one of:\n"
+                  " * (int high, tuple of ints size, *, torch.Generator generator, "
+                  "torch.dtype dtype = None, torch.device device = None, "
+                  "bool requires_grad = False)\n"
+                  " * (int low, int high, tuple of ints size, *, torch.Generator generator, "
+                  "torch.dtype dtype = None, torch.device device = None, "
+                  "bool requires_grad = False)\n")
+# the integer range of each dtype, and its C name in PyTorch's messages
+_INT_RANGE = {np.dtype(np.bool_): (0, 1, "bool"), np.dtype(np.uint8): (0, 255, "unsigned char"),
+              np.dtype(np.int8): (-128, 127, "signed char"),
+              np.dtype(np.int16): (-2 ** 15, 2 ** 15 - 1, "short int"),
+              np.dtype(np.int32): (-2 ** 31, 2 ** 31 - 1, "int"),
+              np.dtype(np.float16): (-65504, 65504, "c10::Half")}
 
 
-def rand_like(input, dtype=None):
-    return rand(*input.shape, dtype=dtype or input.dtype)
+def _randint_args(args, low, high, size):
+    """(low, high, size) from PyTorch's two forms, randint(high, size) and
+    randint(low, high, size), positional or by keyword."""
+    given = {"low": low, "high": high, "size": size}
+    for names in (("high", "size"), ("low", "high", "size")):
+        if len(args) > len(names) or (names[0] == "high" and low is not _NOTHING):
+            continue
+        bound = dict(zip(names, args))
+        if any(given[n] is not _NOTHING for n in bound):
+            continue        # given twice: not this form
+        for n in names[len(args):]:
+            bound[n] = given[n]
+        if all(bound[n] is not _NOTHING for n in names):
+            return bound.get("low", 0), bound["high"], bound["size"], names.index("size") + 1, \
+                len(args) == len(names)
+    got = [type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in
+                                              given.items() if v is not _NOTHING]
+    raise TypeError(_RANDINT_FORMS.format(got=", ".join(got)))
 
 
-def randn_like(input, dtype=None):
-    return randn(*input.shape, dtype=dtype or input.dtype)
+def _int_arg(v, name, pos):
+    if isinstance(v, Tensor) and v.numel() == 1 and not v.dtype.is_floating_point:
+        v = v.item()
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+        raise TypeError(f"randint(): argument '{name}' (position {pos}) must be int, not "
+                        f"{type(v).__name__}")
+    return int(v)
+
+
+def randint(*args, low=_NOTHING, high=_NOTHING, size=_NOTHING, generator=None, dtype=None,
+            device=None, requires_grad=False):
+    """``randint(high, size)`` or ``randint(low, high, size)``: integers drawn uniformly
+    from [low, high) (low 0 by default), int64 unless ``dtype`` says otherwise."""
+    low, high, size, size_pos, size_positional = _randint_args(args, low, high, size)
+    low = _int_arg(low, "low", 1)
+    high = _int_arg(high, "high", size_pos - 1)
+    if not isinstance(size, (tuple, list)) or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in size):
+        where = f" (position {size_pos})" if size_positional else ""
+        raise TypeError(f"randint(): argument 'size'{where} must be tuple of ints, not "
+                        f"{type(size).__name__}")
+    _device(device)
+    d = np.dtype(dtypes.to_np(dtype) or np.int64)
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= "
+                           f"to={high}")
+    if d in _INT_RANGE:
+        lo, hi, cname = _INT_RANGE[d]
+        if not lo <= low <= hi:
+            raise RuntimeError(f"from is out of bounds for {cname}")
+        if not lo <= high - 1 <= hi:
+            raise RuntimeError(f"to - 1 is out of bounds for {cname}")
+    if requires_grad and d.kind != "f":
+        raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                           "gradients")
+    if generator is None:
+        generator = _rng[0]
+    elif not isinstance(generator, np.random.Generator):
+        raise TypeError("randint(): argument 'generator' must be torch.Generator (the "
+                        f"generator tapegrad.manual_seed returns), not {type(generator).__name__}")
+    values = generator.integers(low, high, size=tuple(int(n) for n in size), dtype=np.int64)
+    return _make(values.astype(d), requires_grad)
+
+
+def rand_like(input, dtype=None, device=None, requires_grad=False):
+    return rand(*input.shape, dtype=dtype or input.dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def randn_like(input, dtype=None, device=None, requires_grad=False):
+    return randn(*input.shape, dtype=dtype or input.dtype, device=device,
+                 requires_grad=requires_grad)
 
 
 # -- conversions: recorded as a differentiable identity between float dtypes ----------
-def to(self, *args, dtype=None, **kwargs):
+def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
+       memory_format=None):
+    """``x.to(dtype)``, ``x.to(device)``, ``x.to(device, dtype)``, ``x.to(other)`` (other's
+    dtype); a device other than the CPU raises (tapegrad runs on the CPU only)."""
+    flags = []
     for a in args:
         if isinstance(a, dtypes.dtype):
             dtype = a
+        elif isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, bool):
+            flags.append(a)                # to(dtype, non_blocking, copy)
+        elif isinstance(a, (str, int, _device_class)) or isinstance(getattr(a, "type", None), str):
+            device = a
+        else:
+            raise TypeError(f"to() received an invalid combination of arguments - got "
+                            f"({', '.join(type(v).__name__ for v in args)})")
+    if len(flags) > 1:
+        copy = flags[1]
+    _device(device)
     if dtype is None or dtype is self.dtype:
-        return self
+        return self.clone() if copy else self
     if dtype.is_floating_point and (self._rg or traced_entry(self) is not None):
         # differentiable between float dtypes; a traced mask (bool) becomes floats that
         # a replay recomputes
@@ -177,3 +281,8 @@ def to(self, *args, dtype=None, **kwargs):
         value = self._arr.astype(dtype.np)
         return _out(self, value, lambda t, ia: reshape(t, ia, value, CODE["to_copy"]))
     return _leaf(_norm(self._arr.astype(dtype.np)))
+
+
+def cpu(self, memory_format=None):
+    """The tensor itself: every tapegrad tensor is on the CPU."""
+    return self

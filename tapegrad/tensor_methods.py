@@ -7,9 +7,13 @@ table, ``shape_ops``, ``reductions``, ``linalg``, ``softmax_ops``, ``factories``
 """
 from . import dtypes
 from .elementwise import FUNCTIONS, REFLECTED, clamp, clamp_max, clamp_min, where
-from .factories import ones, tensor, to, zeros
+from .devices import CPU, check as check_device
+from .extra_ops import allclose, equal, isclose
+from .factories import cpu, ones, tensor, to, zeros
 from .inplace import clamp_, copy_, fill_, inplace_form, normal_, setitem, uniform_, zero_
 from .linalg import bmm, dot, matmul, mm, mv, outer
+from .scan_ops import cumprod, cumsum
+from .shape_extras import masked_fill, masked_fill_, narrow, repeat, select
 from .reductions import (all, amax, amin, any, argmax, argmin, max, mean, min, norm, prod, std,
                          sum, var)
 from .shape_ops import (broadcast_to, chunk, expand, expand_as, flatten, getitem, permute,
@@ -66,7 +70,21 @@ for _name, _d in (("double", dtypes.float64), ("float", dtypes.float32),
                   ("half", dtypes.float16), ("long", dtypes.int64), ("int", dtypes.int32),
                   ("bool", dtypes.bool_)):
     setattr(T, _name, lambda self, _d=_d: to(self, _d))
-T.new_zeros = lambda self, *size, dtype=None: zeros(*size, dtype=dtype or self.dtype)
-T.new_ones = lambda self, *size, dtype=None: ones(*size, dtype=dtype or self.dtype)
-T.new_tensor = lambda self, data, dtype=None, requires_grad=False: tensor(
-    data, dtype or self.dtype, requires_grad=requires_grad)
+T.new_zeros = lambda self, *size, dtype=None, device=None, requires_grad=False: zeros(
+    *size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+T.new_ones = lambda self, *size, dtype=None, device=None, requires_grad=False: ones(
+    *size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+T.new_tensor = lambda self, data, dtype=None, device=None, requires_grad=False: tensor(
+    data, dtype or self.dtype, device, requires_grad=requires_grad)
+# -- more shape ops, scans, whole-tensor comparisons ---------------------------------------------
+for _f in (narrow, select, repeat, masked_fill, masked_fill_, cumsum, cumprod, equal, allclose,
+           isclose):
+    setattr(T, _f.__name__, _f)
+# -- devices: every tensor is on the CPU ----------------------------------------------------------
+T.device = property(lambda self: CPU, doc="The tensor's device: always device(type='cpu').")
+T.is_cpu = property(lambda self: True)
+T.is_cuda = property(lambda self: False)
+T.get_device = lambda self: -1
+T.cpu = cpu
+T.cuda = lambda self, device=None, non_blocking=False, memory_format=None: to(
+    self, check_device("cuda" if device is None else device))

@@ -55,7 +55,7 @@ def _call(mod, name, *args):
         return mod.clamp(args[0], -0.5, 0.7)
     if mod is torch and name == "softplus":
         return torch.nn.functional.softplus(*args)
-    if mod is torch and name in ("maximum", "minimum", "hypot", "xlogy") and \
+    if mod is torch and name in ("maximum", "minimum", "hypot", "xlogy", "atan2") and \
             not torch.is_tensor(args[1]):
         args = (args[0], torch.tensor(args[1], dtype=torch.float64))
     return getattr(mod, name)(*args)

@@ -25,6 +25,8 @@ LAYERS = [
     ("api", ["tapegrad.tensor", "tapegrad.elementwise", "tapegrad.shape_ops",
              "tapegrad.reductions", "tapegrad.linalg", "tapegrad.factories",
              "tapegrad.inplace", "tapegrad.softmax_ops", "tapegrad.tensor_methods",
+             "tapegrad.devices", "tapegrad.cuda", "tapegrad.shape_extras",
+             "tapegrad.scan_ops", "tapegrad.extra_ops",
              "tapegrad.autograd",
              "tapegrad.replay"]),
     ("tools", ["tapegrad.viz", "tapegrad.nn", "tapegrad.optim"]),

@@ -48,6 +48,7 @@ _NUMPY = {
     "erf": np.vectorize(math.erf), "clamp": lambda x: np.clip(x, -0.5, 0.7),
     "sinc": np.sinc, "logit": lambda x: np.log(x) - np.log1p(-x), "hypot": np.hypot,
     "xlogy": lambda x, y: np.where(x == 0, 0.0, x * np.log(y)),
+    "atan": np.arctan, "atan2": np.arctan2,
 }
 
 

@@ -147,3 +147,12 @@ def xlogy_grad(x, y, g):
     if x == 0.0 and y <= 0.0:
         return 0.0
     return xlogy(g, y)
+
+
+def atan2_recip(x, y):
+    """1 / (x x + y y), 0 where that sum is 0 (PyTorch's atan2_backward masks it there:
+    atan2's gradient at the origin, or where the squares underflow, is 0, not nan)."""
+    d = x * x + y * y
+    if d == 0.0:
+        return 0.0
+    return 1.0 / d

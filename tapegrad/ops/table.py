@@ -147,6 +147,13 @@ OPS = (
        ("self", "other", "result"), py=math.hypot, commutes=True),
     Op(30, "xlogy", E, 2, "XlogyBackward0", "sm.xlogy(x, y)", "sm.xlogy_grad(x, y, g)",
        "g * x / y", ("self", "other"), domain_y=_POS),
+    # PyTorch's atan backward: grad / (self * self + 1); atan2's: grad * other * recip and
+    # grad * -self * recip, recip = 1 / (self * self + other * other), 0 where that is 0
+    Op(31, "atan", E, 1, "AtanBackward0", "math.atan(x)", "g / (x * x + 1.0)", saves=("self",),
+       py=math.atan, aliases=("arctan",)),
+    Op(32, "atan2", E, 2, "Atan2Backward0", "math.atan2(x, y)", "g * y * sm.atan2_recip(x, y)",
+       "g * -x * sm.atan2_recip(x, y)", ("self", "other"), py=math.atan2,
+       aliases=("arctan2",)),
     # ---- entries with no inputs ---------------------------------------------------
     Op(256, "leaf", "source", 0, "AccumulateGrad"),
     Op(257, "const", "source", 0, ""),
