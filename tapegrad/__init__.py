@@ -11,6 +11,7 @@ from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inferen
                         no_grad, set_grad_enabled)
 from .tape import Tape, current_tape
 from .tensor import Size, Tensor
+from .ops.table import EW_OPS as _EW_OPS
 from .elementwise import (FUNCTIONS as _EW, clamp, clamp_max, clamp_min, where)
 from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, reshape, split,
                         squeeze, stack, t, transpose, unbind, unsqueeze, view)
@@ -33,7 +34,8 @@ from .shape_extras import (hstack, masked_fill, narrow, row_stack, select,  # no
                            vstack)
 
 globals().update(_EW)
-arctan, arctan2 = _EW["atan"], _EW["atan2"]
+globals().update({alias: _EW[op.name] for op in _EW_OPS for alias in op.aliases
+                  if op.name in _EW})          # subtract, multiply, arctan, absolute, ...
 atan_ = arctan_ = Tensor.atan_
 clip = clamp
 concat = concatenate = cat

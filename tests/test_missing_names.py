@@ -628,3 +628,23 @@ def test_randint_with_no_size_is_a_type_error():
         for m in (torch, tg):
             with pytest.raises(TypeError):
                 program(m)
+
+
+@pytest.mark.parametrize("name", ["subtract", "multiply", "divide", "negative", "absolute",
+                                  "arctan", "arctan2", "clip"])
+def test_top_level_aliases_like_torch(name):
+    import torch
+    args = (tg.tensor([-1.5, 2.0]),) * (2 if name in ("subtract", "multiply", "divide",
+                                                            "arctan2") else 1)
+    targs = tuple(torch.tensor(a.numpy()) for a in args)
+    extra = {"min": -1.0} if name == "clip" else {}
+    np.testing.assert_allclose(getattr(tg, name)(*args, **extra).numpy(),
+                               getattr(torch, name)(*targs, **extra).numpy(), rtol=1e-15)
+
+
+def test_module_to_another_device_is_a_clear_error():
+    m = tg.nn.Linear(2, 2)
+    for move in (lambda: m.to("cuda"), lambda: m.cuda(), lambda: m.to(device="mps")):
+        with pytest.raises(RuntimeError, match="CPU only"):
+            move()
+    assert m.to("cpu") is m and m.cpu() is m and m.to(tg.float32) is m

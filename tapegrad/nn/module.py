@@ -7,6 +7,7 @@ state dict and its strict loading follow PyTorch's order, keys and error message
 """
 import collections
 
+from .. import devices
 from ..dtypes import dtype as _dtype
 from ..grad_mode import no_grad
 from ..tensor import Tensor
@@ -251,6 +252,9 @@ class Module:
     # -- dtype -------------------------------------------------------------------------
     def to(self, *args, dtype=None, **kwargs):
         """Cast floating-point parameters and buffers to ``dtype`` (devices: CPU only)."""
+        for a in (*args, kwargs.get("device")):
+            if a is not None and not isinstance(a, (_dtype, Tensor, bool)):
+                devices.check(a)         # the CPU only: anything else is a clear error
         dtype = next((a for a in args if isinstance(a, _dtype)), dtype)
         if dtype is None:
             return self
@@ -262,6 +266,12 @@ class Module:
                             t.data = t.to(dtype)
                             if t.grad is not None:
                                 t.grad = t.grad.to(dtype)
+        return self
+
+    def cuda(self, device=None):
+        devices.check("cuda" if device is None else device)   # a clear error: CPU only
+
+    def cpu(self):
         return self
 
     def double(self):
