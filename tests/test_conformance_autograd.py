@@ -507,6 +507,17 @@ def test_make_dot_of_several_roots():
         assert f"{node} -> out{k}" in src
 
 
+@program
+def backward_inputs_retained_nonleaf_once(m):
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    h.retain_grad()
+    k = h * 1
+    k.retain_grad()
+    (k * k).sum().backward(inputs=[h])
+    return [h.grad, k.grad, x.grad is None]
+
+
 # -- every program above, against PyTorch (last: PROGRAMS is complete here) ---------------------
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_like_torch(name):

@@ -120,8 +120,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
         with _ACCUMULATE:
             for x, g in zip(inputs, found):
-                if g is not None:
-                    accumulate(x, g)
+                if g is not None and not (x._t is not None and x._retains):
+                    accumulate(x, g)       # (a retained non-leaf got it in the sweep)
         return
     if create_graph:
         warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=3)
