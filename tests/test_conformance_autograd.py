@@ -518,6 +518,21 @@ def backward_inputs_retained_nonleaf_once(m):
     return [h.grad, k.grad, x.grad is None]
 
 
+@program
+def hooks_on_unreached_pieces_get_none(m):
+    out = []
+    x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    a, b, c = x.unbind()
+    a.register_hook(lambda g: out.append(("a", g)))
+    c.register_hook(lambda g: out.append(("c", g)))
+    (b * 2).backward()
+    y = m.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    p, q = y.split(2)
+    p.register_hook(lambda g: out.append(("p", g)))
+    (q * p).sum().backward()
+    return [[k, g] for k, g in out] + [x.grad, y.grad]
+
+
 # -- every program above, against PyTorch (last: PROGRAMS is complete here) ---------------------
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_like_torch(name):

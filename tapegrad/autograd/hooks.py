@@ -41,10 +41,14 @@ def register_hook(tensor, hook):
     if t is None:
         hooks = tensor.__dict__.setdefault("_hooks", {})
     else:
+        from .graph import node_of, node_outputs
         t.flush()
         hooks = t.autograd.hooks.setdefault(tensor._i, {})
         t.autograd.hook_dtypes[tensor._i] = tensor.dtype.np
-        t.FLAGS[tensor._i] |= HOOKED
+        # every output of its Node (a piece of split / unbind): a backward reaching only
+        # another piece calls this hook with None, as PyTorch's (``node_hooks.at_hook``)
+        for e in node_outputs(t, node_of(t, tensor._i)._i)[0]:
+            t.FLAGS[e] |= HOOKED
     handle = RemovableHandle(hooks)
     hooks[handle.id] = hook
     return handle

@@ -28,7 +28,7 @@ from ..ops.table import CODE
 from ..tape import HOOKED, live_tape
 from ..tensor import from_array
 from .adjoint_rules import RULES
-from .graph import edges, node_outputs
+from .graph import _PIECES, edges, node_of, node_outputs
 from .hooks import RemovableHandle, replaced, run_hooks
 from .recorded_backward import _add, _complete, _Reader
 from .saved_hooks import restore, rule_contributions, write_unpacked
@@ -199,6 +199,8 @@ def at_hook(t, i, G, live, run_entry, needed=None):
     if hooks is None:
         if i in t.autograd.hooks and t.OP[i] != _FUNCTION and (needed is None or needed(i)):
             _tensor_hooks(t, i, G)   # (a Function runs its outputs' hooks)
+        if t.OP[i] in _PIECES:
+            _unreached_pieces(t, i, live)
         if i not in t.autograd.packed:
             return i, i
         old = write_unpacked(t, i)
@@ -220,6 +222,19 @@ def at_hook(t, i, G, live, run_entry, needed=None):
         G[OFF[b]:OFF[b] + t.size(b)] += np.asarray(getattr(g, "_arr", g), np.float64).reshape(-1)
         live[b] = 1
     return min(entries + swept) - 1, -1
+
+
+def _unreached_pieces(t, i, live):
+    """At the first piece of a split / unbind the sweep reaches (the last recorded):
+    the hooks of the pieces no gradient reached are called with None, as PyTorch calls
+    them when the Node runs."""
+    entries = node_outputs(t, node_of(t, i)._i)[0]
+    if any(live[e] for e in entries if e > i):
+        return                     # not the first piece reached: done there
+    for e in entries:
+        if not live[e] and e in t.autograd.hooks:
+            for fn in list(t.autograd.hooks[e].values()):
+                fn(None)
 
 
 def _tensor_hooks(t, e, G):
