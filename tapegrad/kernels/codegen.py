@@ -4,10 +4,10 @@
 sweeps); ``generated_blocks.py``: the same rules over blocks of elements, with
 libmvec's vector functions in place of ``math``'s (the fused array kernels).
 
-The package writes them at import whenever the sources they are made from changed
-(``tapegrad.kernels._ensure_generated``); ``python -m tapegrad.kernels.codegen`` writes
-them again by hand.  The generated code is a plain module (not ``exec``'d) so that
-Numba's ``cache=True`` can cache it.
+The package writes them at import, into its cache folder (not the install), whenever the
+sources they are made from changed (``tapegrad.kernels._ensure_generated``);
+``python -m tapegrad.kernels.codegen`` writes them again by hand.  The generated code is
+a plain module (not ``exec``'d) so that Numba's ``cache=True`` can cache it.
 """
 import ast
 import inspect
@@ -225,11 +225,6 @@ def blocks_source():
     return "\n".join(out) + "\n"
 
 
-HERE = os.path.dirname(__file__)
-PATH = os.path.join(HERE, "generated.py")
-BLOCKS_PATH = os.path.join(HERE, "generated_blocks.py")
-
-
 def render():
     """{file name: text} of the generated modules, each headed by the sources' stamp."""
     from . import sources_stamp
@@ -238,9 +233,9 @@ def render():
 
 
 def main():
-    from . import _write
-    _write(HERE, render())
-    print(f"wrote {PATH} and {BLOCKS_PATH}")   # (the stale Numba cache goes at next import)
+    from . import FOLDER, GENERATED, _write
+    _write(FOLDER, render())
+    print("wrote", " and ".join(os.path.join(FOLDER, name) for name in GENERATED))
 
 
 if __name__ == "__main__":
