@@ -30,6 +30,13 @@ float32 = dtype("float32", np.float32, 11)
 float64 = dtype("float64", np.float64, 12)
 
 ALL = (bool_, uint8, int8, int16, int32, int64, float16, float32, float64)
+
+# PyTorch's names of a dtype: its ScalarType, and its C++ type (in mm's message)
+TORCH_NAMES = {"bool": ("Bool", "bool"), "uint8": ("Byte", "unsigned char"),
+               "int8": ("Char", "signed char"), "int16": ("Short", "short int"),
+               "int32": ("Int", "int"), "int64": ("Long", "long int"),
+               "float16": ("Half", "c10::Half"), "float32": ("Float", "float"),
+               "float64": ("Double", "double")}
 _FROM_NP = {d.np: d for d in ALL}
 
 

@@ -26,7 +26,7 @@ from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to
 from .tape import current_tape, roomy_tape
 from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording, requires_grad
-from .tracing import traced_entry
+from .tracing import freeze, traced_entry
 
 _NUMBERS = (float, int, bool)
 
@@ -118,6 +118,8 @@ def _general(op, x, y=None, c2=0.0):
         r = np.broadcast_to(r, out_shape).copy()
     t = recording(*operands) if rd.is_floating_point else None
     if t is None:
+        if STATE.trace is not None and not rd.is_floating_point:
+            freeze(*operands)        # an integer / bool result of traced values: guarded
         return _leaf(_norm(r))
     ia = ib = -1
     c = 0.0
@@ -208,7 +210,11 @@ def _traced(code, x, sx, y, sy, c, r):
     operand is a traced value (a replay recomputes it), else a leaf."""
     if recording(x, y) is None:
         return _leaf(r)
-    return _stage(code, x, sx, y if y.__class__ is Tensor else None, sy, c, r, False)
+    o = _stage(code, x, sx, y if y.__class__ is Tensor else None, sy, c, r, False)
+    if requires_grad(x, y):         # (under no_grad): no gradient through it
+        t = o._t
+        return _result(r, t, t.append(CODE["detach"], o._i, -1, r), False)
+    return o
 
 
 def _array_rule(op):
@@ -358,7 +364,46 @@ FUNCTIONS["pow"] = pow
 def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if min.__class__ is Tensor or max.__class__ is Tensor:
+        if min is not None and max is not None and (min.__class__ is Tensor) != (
+                max.__class__ is Tensor):
+            raise TypeError("clamp() received an invalid combination of arguments - got (Tensor, "
+                            f"{type(min).__name__}, {type(max).__name__}), but expected one of:\n"
+                            " * (Tensor input, Tensor min = None, Tensor max = None, *, "
+                            "Tensor out = None)\n * (Tensor input, Number min = None, Number max "
+                            "= None, *, Tensor out = None)")
+        return _clamp_tensors(input, min, max)
     return _general(BY_NAME["clamp"], input, min, math.inf if max is None else float(max))
+
+
+def _clamp_tensors(input, lo, hi):
+    """clamp with tensor bounds, as PyTorch's ClampBackward0: the value is
+    min(max(input, lo), hi) (NaN in, NaN out; ``max`` wins over ``min``) and the gradient
+    goes by PyTorch's masks: to the input where lo <= x <= hi, to ``min`` where x < lo <
+    hi, to ``max`` where x > hi or hi < lo, else nowhere."""
+    from .reductions import composite
+    shape = np.shape(input._arr)
+    for b in (lo, hi):
+        if b is not None:
+            shape = broadcast_shape(shape, b.shape)
+
+    def body():
+        x = c = input.detach()          # c: the value (where no mask holds: lo == hi)
+        if lo is not None:
+            c = FUNCTIONS["maximum"](c, lo.detach())
+        if hi is not None:
+            c = FUNCTIONS["minimum"](c, hi.detach())
+        x = input
+        if hi is None:
+            out = where(x >= lo, x, where(x < lo, lo, c))
+        elif lo is None:
+            out = where(x <= hi, x, where(x > hi, hi, c))
+        else:
+            out = where(x >= lo, where(x <= hi, x, c), c)
+            out = where(x < lo, where(lo < hi, lo, out), out)
+            out = where(x > hi, hi, where(hi < lo, hi, out))
+        return where(c != c, out + c, out)     # a NaN value, its gradient still by the masks
+    return composite("ClampBackward0", body, *[v for v in (input, lo, hi) if v is not None])
 
 
 def clamp_min(input, min):
@@ -378,10 +423,12 @@ def where(condition, input, other):
                            f"with dtype {dtypes.from_np(cond.dtype).name.capitalize()}")
     rd = result_dtype(input, other)
     vals = [_value(v, rd.np) for v in (input, other)]
-    out_shape = np.broadcast_shapes(cond.shape, np.shape(vals[0]), np.shape(vals[1]))
+    out_shape = broadcast_shape(broadcast_shape(cond.shape, np.shape(vals[0])), np.shape(vals[1]))
     r = np.asarray(np.where(cond, vals[0], vals[1]), rd.np)
     t = recording(input, other, condition) if rd.is_floating_point else None
     if t is None:
+        if STATE.trace is not None and not rd.is_floating_point:
+            freeze(input, other, condition)
         return _leaf(_norm(r))
     if input.__class__ is not Tensor and other.__class__ is not Tensor:
         input = from_array(np.array(float(input)))     # (one constant slot per entry)

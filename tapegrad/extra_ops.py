@@ -14,6 +14,7 @@ from .reductions import _dims, composite, mean, std, var
 from .shape_extras import C_NAMES
 from .shape_ops import _reshaped
 from .tensor import Tensor, _leaf
+from .tracing import freeze
 
 # PyTorch's names of the dtypes in "X did not match Y"
 _NAMES = {"float64": "Double", "float32": "Float", "float16": "Half", "int64": "Long",
@@ -129,6 +130,7 @@ def equal(input, other):
     _other("equal", other)
     if tuple(input.shape) != tuple(other.shape):
         return False
+    freeze(input, other)             # (while tracing: a Python bool of traced values)
     rd = result_dtype(input, other)
     return bool(np.array_equal(np.asarray(input._arr, rd.np), np.asarray(other._arr, rd.np)))
 
@@ -148,6 +150,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     if atol < 0:
         raise RuntimeError(f"atol must be greater than or equal to zero, but got {atol:g}")
     broadcast_shape(tuple(input.shape), tuple(other.shape))
+    freeze(input, other)             # (while tracing: a bool tensor of traced values)
     a, b = input._arr, other._arr
     with np.errstate(invalid="ignore", over="ignore"):
         close = a == b

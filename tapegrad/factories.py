@@ -6,7 +6,7 @@ from .devices import check as _device
 from .devices import device as _device_class
 from .record import contiguous
 from .tensor import Tensor, _leaf, _norm
-from .tracing import traced_entry
+from .tracing import freeze, traced_entry
 
 _rng = [np.random.default_rng()]
 
@@ -19,7 +19,13 @@ def _infer(data):
         return data.copy()
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
         data = _unwrap(data)
-    arr = np.array(data)
+    if data is None:
+        raise RuntimeError("Could not infer dtype of NoneType")
+    try:
+        arr = np.array(data)
+    except ValueError:
+        _ragged(data)                # PyTorch's message for the first ragged sequence
+        raise
     if arr.dtype.kind == "f":
         arr = arr.astype(dtypes.get_default_dtype().np)
     elif arr.dtype.kind in "iu":
@@ -27,6 +33,31 @@ def _infer(data):
     elif arr.dtype.kind not in "b":
         raise TypeError(f"Could not infer dtype of {type(data).__name__}")
     return arr
+
+
+def _ragged(data):
+    """Raise PyTorch's error for nested sequences that do not form a block: the sizes
+    are read along the first elements, then every sequence is checked, depth first."""
+    sizes, d = [], data
+    while isinstance(d, (list, tuple)):
+        sizes.append(len(d))
+        if not d:
+            break
+        d = d[0]
+
+    def walk(seq, dim):
+        if dim == len(sizes):
+            if isinstance(seq, (list, tuple)):
+                raise TypeError(f"must be real number, not {type(seq).__name__}")
+            return
+        if not isinstance(seq, (list, tuple)):
+            raise TypeError("not a sequence")
+        if len(seq) != sizes[dim]:
+            raise ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} "
+                             f"(got {len(seq)})")
+        for v in seq:
+            walk(v, dim + 1)
+    walk(data, 0)
 
 
 def _flat(data):
@@ -52,6 +83,11 @@ def _make(arr, requires_grad=False):
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
     _device(device)
+    if isinstance(data, Tensor) and traced_entry(data) is not None:
+        if not requires_grad:        # a copy of a traced value: recomputed by a replay
+            out = data.detach().clone()   # (its own storage, as PyTorch's copy)
+            return out.to(dtype) if dtype is not None else out
+        freeze(data)                 # a new leaf: its value a constant, guarded
     arr = _infer(data)
     if dtype is not None:
         arr = arr.astype(dtypes.to_np(dtype))
@@ -73,20 +109,25 @@ def from_numpy(ndarray):
     return _make(contiguous(ndarray))
 
 
-def _size(size):
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        return tuple(size[0])
-    return tuple(size)
+def _size(size, name=None):
+    size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else \
+        tuple(size)
+    for n in size:
+        if n < 0:
+            raise RuntimeError(f"{name}: Dimension size must be non-negative." if name else
+                               f"Trying to create tensor with negative dimension {n}: "
+                               f"{list(size)}")
+    return size
 
 
-def _filled(size, value, dtype, requires_grad, device=None):
+def _filled(size, value, dtype, requires_grad, device=None, name=None):
     _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
-    return _make(np.full(_size(size), value, d), requires_grad)
+    return _make(np.full(_size(size, name), value, d), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return _filled(size, 0, dtype, requires_grad, device)
+    return _filled(size, 0, dtype, requires_grad, device, "zeros")
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
@@ -123,6 +164,10 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     _device(device)
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     arr = np.arange(start, end, step)
     if dtype is None:
         dtype = dtypes.int64 if arr.dtype.kind in "iu" else dtypes.get_default_dtype()
@@ -132,12 +177,17 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
     return _make(np.linspace(start, end, steps).astype(d), requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
+    for name, v in (("n", n), ("m", m)):
+        if v is not None and v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     return _make(np.eye(n, m, dtype=d), requires_grad)
 
 
@@ -280,6 +330,7 @@ def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
         from .shape_ops import _out
         value = self._arr.astype(dtype.np)
         return _out(self, value, lambda t, ia: reshape(t, ia, value, CODE["to_copy"]))
+    freeze(self)                     # (while tracing) integers of traced values: guarded
     return _leaf(_norm(self._arr.astype(dtype.np)))
 
 

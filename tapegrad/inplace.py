@@ -12,10 +12,11 @@ import weakref
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, views
 from .grad_mode import STATE
-from .tape import HIDDEN, _live, current_tape, live_tape
+from .tape import HIDDEN, current_tape, live_tape
 from .tensor import Tensor, _leaf, _norm, _result
+from .tracing import freeze, shares_storage, traced_entry
 
 _F64 = np.dtype(np.float64)
 
@@ -33,6 +34,7 @@ def _note_modified(x):
 
 def _adopt(x, compute):
     """x takes the value (in x's dtype) and the history of ``compute()``; version + 1."""
+    _check_traced_write(x)
     _note_modified(x)
     out = compute()
     if out.dtype is not x.dtype:
@@ -41,31 +43,56 @@ def _adopt(x, compute):
                                f"desired output type {x.dtype.name.capitalize()}")
         out = out.to(x.dtype)
     version = x._version + 1
+    if out._t is not None and not out._rg and x._rg:
+        # (while tracing, under no_grad: a recomputed value without gradient) x keeps its
+        # history, as it does eagerly, so its new value is a constant: guarded
+        freeze(out)
+        out = _leaf(out._d)
     if out._t is not None:
         keep_old_history(x)
         if x._retains:         # .grad is the new version's gradient, as PyTorch's
             x._t.autograd.retained.pop(x._i, None)
             out._t.autograd.retained[out._i] = x
-        x._t, x._tid, x._i, x._rg = out._t, out._tid, out._i, True
-    x._d = out._d
+        x._t, x._tid, x._i, x._rg = out._t, out._tid, out._i, out._rg   # (False: traced)
+    d = x._d
+    if out._t is None and x._t is None and d.__class__ is np.ndarray and \
+            d.flags.writeable and d.shape == out._arr.shape:
+        np.copyto(d, out._arr, casting="unsafe")  # in its own array (from_numpy's: shared)
+    else:
+        x._d = out._d
     if out._t is None:
         x._tid = 0   # used again, the tensor registers its new value
     x._version = version
+    views.after_inplace(x)
     return x
 
 
+def _check_traced_write(x):
+    """While tracing, an in-place op under no_grad on a traced input, or on a value the
+    traced function computed, that requires grad: eagerly it keeps its history (its
+    gradient) and takes a new value, which one tape entry cannot hold.  Refused, rather
+    than replayed wrongly."""
+    rec = STATE.trace
+    if rec is not None and not STATE.grad and x._rg and (
+            x._t is rec.tape or any(x is i for i in rec.inputs)):
+        raise RuntimeError("an in-place op under no_grad on a traced tensor that requires grad "
+                           "cannot be traced for replay (eagerly it keeps its gradient history "
+                           "and takes another value); write into a detached copy (x.detach()"
+                           ".clone()), or call the function eagerly")
+    if rec is not None and shares_storage(x):
+        raise RuntimeError("an in-place op on a detach()ed traced value, or on a traced tensor "
+                           "whose detach() is still in use, cannot be traced for replay (eagerly "
+                           "they share storage, so both change); clone() the detached value "
+                           "first, or call the function eagerly")
+
+
 def keep_old_history(x):
-    """Before x takes a new history: tape entries that stand for x as it was (the source
-    entry of a constant, the external entry of a tensor of another tape) get a stand-in
-    with x's old value and history, so that a backward through them does not follow x
-    to its new history (which may lead back to them)."""
-    if x._t is None:          # a constant gets a history (rare): look on every live tape
-        stand = _leaf(x._d)
-        for ref in _live.valuerefs():
-            t = ref()
-            for e, src in list(t.sources.items()) if t is not None else ():
-                if src is x:
-                    t.sources[e] = stand
+    """Before x takes a new history: the external entries that stand for x as it was on
+    other tapes get a stand-in with x's old value and history, so that a backward
+    through them does not follow x to its new history (which may lead back to them).
+    (A constant's source entries need none: a backward follows only external entries
+    to a history.)"""
+    if x._t is None:
         return
     tapes = x.__dict__.pop("_ext_tapes", None) if x.__dict__ else None
     if tapes:
@@ -78,6 +105,7 @@ def keep_old_history(x):
 
 
 def _check(x):
+    views.check(x)
     if x._t is None and x._rg and STATE.grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
@@ -150,6 +178,7 @@ def set_value_(self, value):
     no_grad (``_adopt`` of an unrecorded result, without building that result).
     ``value`` must not be shared: arrays of tensors are never written to."""
     _check(self)
+    _check_traced_write(self)
     d = self._d
     if value.dtype != (_F64 if d.__class__ is float else d.dtype):
         value = value.astype(_F64 if d.__class__ is float else d.dtype)
@@ -157,6 +186,7 @@ def set_value_(self, value):
     self._d = _norm(value)
     self._tid = 0
     self._version += 1
+    views.after_inplace(self)
     return self
 
 
@@ -185,10 +215,27 @@ def setitem(self, key, value):
         raise RuntimeError(("" if advanced else "a view of ") + "a leaf Variable that requires "
                            "grad is being used in an in-place operation.")
     _check(self)
+    traced = STATE.trace is not None and (traced_entry(self) is not None or (
+        isinstance(value, Tensor) and traced_entry(value) is not None))
+    if traced and isinstance(key, Tensor) and key.dtype is dtypes.bool_ and \
+            traced_entry(key) is not None and tuple(key.shape) == tuple(self.shape) and \
+            self.dtype.is_floating_point and value.__class__ in (int, float):
+        # a traced mask of x's shape and a number: a where that a replay recomputes
+        return _adopt(self, lambda: where(key, value, self))
     shape = self._arr.shape
     # positions of the elements x[key] selects, shaped and ordered as x[key] (PyTorch's
     # indexing rules and errors: getitem of a tensor of positions)
     pos = np.asarray(getitem(_leaf_like(np.arange(self.numel()).reshape(shape)), key)._arr)
+    return place(self, pos, value, advanced=advanced, traced=traced)
+
+
+def place(self, pos, value, node=None, advanced=False, traced=False):
+    """``self``'s elements at flat positions ``pos`` (shaped like the selection) take
+    ``value`` (broadcast to pos's shape), in place: the body of ``x[key] = value``, and
+    of an in-place op through a view (``views``: ``node`` "CopySlices").  Recorded as
+    ``where(untouched, x, placed)`` when a gradient or a trace needs it."""
+    from .elementwise import where
+    shape = self._arr.shape
     v = value._arr if isinstance(value, Tensor) else np.asarray(value)
     vshape = v.shape
     while len(vshape) > pos.ndim and vshape[0] == 1:   # leading ones are dropped, as PyTorch
@@ -200,13 +247,15 @@ def setitem(self, key, value):
     arr = np.array(self._arr)                    # a copy: the tape may hold the old array
     arr.reshape(-1)[pos.reshape(-1)] = placed.reshape(-1)
     value_rg = isinstance(value, Tensor) and value._rg
-    if not ((self._rg or value_rg) and STATE.grad):
+    if not ((self._rg or value_rg) and STATE.grad) and not traced:
         return _adopt(self, lambda: _leaf_like(arr))
     untouched = np.ones(self.numel(), bool)
     untouched[pos.reshape(-1)] = False
     untouched = _leaf_like(untouched.reshape(shape))
-    if not value_rg:
-        return _adopt(self, lambda: where(untouched, self, _leaf_like(arr)))
+    if pos.size == 0 or not value_rg and not (isinstance(value, Tensor) and
+                                              traced_entry(value) is not None):
+        # (nothing selected: value is not read, and gets no gradient)
+        return _adopt(self, lambda: _named(where(untouched, self, _leaf_like(arr)), node))
     src = np.zeros(self.numel(), np.int64)       # the element of ``placed`` each position reads
     src[pos.reshape(-1)] = np.arange(pos.size)
     t = current_tape()
@@ -215,7 +264,13 @@ def setitem(self, key, value):
     spread = spread.reshape(shape)
     t.flush()
     t.FLAGS[start:t.next] |= HIDDEN              # one node: where(x, value)
-    return _adopt(self, lambda: where(untouched, self, spread))
+    return _adopt(self, lambda: _named(where(untouched, self, spread), node))
+
+
+def _named(out, node):
+    if node is not None and out._t is not None:
+        out._t.names[out._i] = node
+    return out
 
 
 def _shape_mismatch(v, want, advanced):

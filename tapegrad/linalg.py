@@ -8,15 +8,32 @@ import math
 
 import numpy as np
 
+from .dtypes import TORCH_NAMES
 from .elementwise import result_dtype
 from .ops.table import CODE
-from .record import broadcast_to
+from .record import broadcast_shape, broadcast_to
 from .shape_ops import _reshaped, reshape, unsqueeze
 from .tensor import _leaf, _norm, _result, buf, recording
 
 
 def _fmt(s):
     return "x".join(str(n) for n in s)
+
+
+def _same_dtype(a, b, code):
+    """PyTorch's products take no mixed dtypes (no promotion): its message, per product."""
+    if a.dtype is b.dtype:
+        return
+    (na, ca), (nb, cb) = TORCH_NAMES[a.dtype.name], TORCH_NAMES[b.dtype.name]
+    if code == CODE["dot"]:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found {na} and "
+                           f"{nb}")
+    if b.ndim == 1:                    # (mv, and matmul's batched matrix @ vector)
+        raise RuntimeError(f"addmv input tensors must have the same dtype, but got {nb}, {na}, "
+                           f"and {nb}")
+    if b.ndim == 2:                    # (mm, and matmul's vector / batch @ matrix)
+        raise RuntimeError(f"expected m1 and m2 to have the same dtype, but got: {ca} != {cb}")
+    raise RuntimeError(f"expected scalar type {na} but found {nb}")
 
 
 def _product(a, b, code):
@@ -32,12 +49,8 @@ def _product(a, b, code):
                                f"{_fmt(y2.shape)})")
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{x2.shape[0]}, {K}] but got: [{y2.shape[0]}, {K2}].")
-    try:
-        batch = () if x2.ndim == y2.ndim == 2 else np.broadcast_shapes(x2.shape[:-2],
-                                                                      y2.shape[:-2])
-    except ValueError:
-        raise RuntimeError(f"The size of tensor a ({x2.shape[:-2]}) must match the size of "
-                           f"tensor b ({y2.shape[:-2]}) at non-singleton dimension 0") from None
+    batch = () if x2.ndim == y2.ndim == 2 else broadcast_shape(x2.shape[:-2], y2.shape[:-2])
+    _same_dtype(a, b, code)
     value = np.matmul(x, y)
     t = recording(a, b) if rd.is_floating_point else None
     if t is None:
@@ -60,8 +73,10 @@ def matmul(input, other):
     if nd == (2, 2):
         return _product(input, other, CODE["mm"])
     if nd == (2, 1):
-        return _product(input, other, CODE["mv"])
+        return mv(input, other)
     if nd == (1, 2):   # as PyTorch: unsqueeze, mm, squeeze
+        if input.shape[0] == other.shape[0]:    # (else _product names the shapes)
+            _same_dtype(input, other, CODE["mm"])
         out = _product(unsqueeze(input, 0), other, CODE["mm"])
         return _reshaped(out, out.shape[1:], CODE["squeeze_mm"])
     return _product(input, other, CODE["matmul"])
@@ -86,7 +101,7 @@ def bmm(input, mat2):
 def mv(input, vec):
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError("vector + matrix @ vector expected, got "
-                           f"{vec.ndim}, {input.ndim}, {vec.ndim}")
+                           f"1, {input.ndim}, {vec.ndim}")
     if input.shape[1] != vec.shape[0]:
         raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat "
                            f"({_fmt(input.shape)}), vec ({vec.shape[0]})")
@@ -97,6 +112,7 @@ def dot(input, tensor):
     if input.ndim != 1 or tensor.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {tensor.ndim}D "
                            "tensors")
+    _same_dtype(input, tensor, CODE["dot"])
     if input.shape[0] != tensor.shape[0]:
         n, m = input.shape[0], tensor.shape[0]
         raise RuntimeError(f"inconsistent tensor size, expected tensor [{n}] and src [{m}] to "
@@ -106,4 +122,7 @@ def dot(input, tensor):
 
 
 def outer(input, vec2):
+    for name, v in (("self", input), ("vec2", vec2)):
+        if v.ndim != 1:
+            raise RuntimeError(f"outer: Expected 1-D argument {name}, but got {v.ndim}-D")
     return reshape(input, (-1, 1)) * vec2

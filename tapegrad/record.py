@@ -24,13 +24,12 @@ def broadcast_shape(sa, sb):
     n = max(len(sa), len(sb))
     a = (1,) * (n - len(sa)) + tuple(sa)
     b = (1,) * (n - len(sb)) + tuple(sb)
-    out = []
-    for d, (x, y) in enumerate(zip(a, b)):
+    for d in range(n - 1, -1, -1):         # PyTorch names the last mismatch
+        x, y = a[d], b[d]
         if x != y and x != 1 and y != 1:
             raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) "
                                f"at non-singleton dimension {d}")
-        out.append(y if x == 1 else x)
-    return tuple(out)
+    return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
 def expand_strides(in_shape, out_shape):

@@ -24,10 +24,15 @@ minmax = collections.namedtuple("minmax", ["values", "indices"])
 
 
 def _dims(x, dim):
+    """The reduced dims, sorted: all for None or (); a 0-d tensor takes 0 and -1 (and
+    reduces nothing), as in PyTorch."""
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(x.ndim))
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    return tuple(sorted({_wrap_dim(d, x.ndim) for d in dims}))
+    dims = [_wrap_dim(d, x.ndim) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+    if len(set(dims)) < len(dims):
+        twice = next(d for k, d in enumerate(dims) if d in dims[:k])
+        raise RuntimeError(f"dim {twice} appears multiple times in the list of dims")
+    return tuple(sorted(dims)) if x.ndim else ()
 
 
 def _reduce(x, value, dims, keepdim, code):
@@ -101,15 +106,15 @@ def _extreme(x, dim, keepdim, is_max):
 
 def max(input, dim=None, keepdim=False):
     if isinstance(dim, Tensor):
-        from .elementwise import maximum
-        return maximum(input, dim)
+        from .elementwise import FUNCTIONS
+        return FUNCTIONS["maximum"](input, dim)
     return _extreme(input, dim, keepdim, True)
 
 
 def min(input, dim=None, keepdim=False):
     if isinstance(dim, Tensor):
-        from .elementwise import minimum
-        return minimum(input, dim)
+        from .elementwise import FUNCTIONS
+        return FUNCTIONS["minimum"](input, dim)
     return _extreme(input, dim, keepdim, False)
 
 
@@ -147,6 +152,9 @@ def argmax(input, dim=None, keepdim=False):
     arr = input._arr
     if dim is None:
         return _leaf(np.asarray(np.argmax(arr), np.int64))
+    if input.ndim == 0:
+        _wrap_dim(dim, 0)
+        return _leaf(np.asarray(0, np.int64))
     return _leaf(np.asarray(np.argmax(arr, axis=_wrap_dim(dim, input.ndim), keepdims=keepdim)))
 
 
@@ -156,6 +164,9 @@ def argmin(input, dim=None, keepdim=False):
     arr = input._arr
     if dim is None:
         return _leaf(np.asarray(np.argmin(arr), np.int64))
+    if input.ndim == 0:
+        _wrap_dim(dim, 0)
+        return _leaf(np.asarray(0, np.int64))
     return _leaf(np.asarray(np.argmin(arr, axis=_wrap_dim(dim, input.ndim), keepdims=keepdim)))
 
 
@@ -236,6 +247,10 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
     def body():
         a = input.abs()
+        if p == 0:                   # the count of non-zeros (no gradient)
+            from .elementwise import where
+            return (sum((a != 0).to(input.dtype), dims, keepdim)
+                    + 0.0 * sum(where(a < math.inf, a, 0.0), dims, keepdim))
         if p == float("inf"):
             return amax(a, dims or (), keepdim)
         if p == 1:
@@ -252,6 +267,7 @@ def _truth(npf):
         recorded (no gradient)."""
         arr = input._arr
         axis = None if dim is None else _wrap_dim(dim, input.ndim)
+        tracing.freeze(input)       # (while tracing: a traced input's values are guarded)
         return _leaf(np.asarray(npf(arr != 0, axis=axis, keepdims=keepdim and axis is not None)))
     test.__name__ = npf.__name__
     return test

@@ -26,6 +26,7 @@ from .reductions import composite
 from .shape_extras import narrow
 from .shape_ops import _wrap_dim, cat
 from .tensor import _leaf, _norm
+from .tracing import freeze
 
 _MISSING = object()
 _LONG_NAMES = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
@@ -52,6 +53,7 @@ def _scan(name, node, input, dim, dtype, combine, identity, np_scan):
         if input._rg and STATE.grad:
             raise RuntimeError(f"Autograd not support dtype: "
                                f"{_LONG_NAMES.get(out_dtype.name, out_dtype.name)}")
+        freeze(input)                # (while tracing: integers of traced values, guarded)
         arr = input._arr.astype(out_dtype.np)
         return _leaf(_norm(np_scan(arr, axis=dim).astype(out_dtype.np) if arr.ndim else arr))
 

@@ -4,7 +4,7 @@
 ``where``, shown as MaskedFillBackward0 / 1), ``hstack`` / ``vstack`` (``cat``)."""
 import numpy as np
 
-from . import dtypes
+from . import dtypes, views
 from .elementwise import where
 from .inplace import _adopt, _check
 from .ops.table import CODE
@@ -12,6 +12,7 @@ from .record import broadcast_shape, contiguous
 from .reductions import composite
 from .shape_ops import _basic, _wrap_dim, cat, expand, reshape, unsqueeze
 from .tensor import Tensor, _leaf, _norm
+from .tracing import freeze
 
 # PyTorch's C names of the dtypes, as its messages print them
 C_NAMES = {"float64": "double", "float32": "float", "float16": "c10::Half", "int64": "long int",
@@ -46,8 +47,9 @@ def narrow(input, dim, start, length):
     if start > n - length:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
     arr = contiguous(input._arr)
-    view = arr[(slice(None),) * dim + (slice(start, start + length), Ellipsis)]
-    return _basic(input, arr, view, CODE["slice"])
+    key = (slice(None),) * dim + (slice(start, start + length), Ellipsis)
+    return views.mark(_basic(input, arr, arr[key], CODE["slice"]), input, _basic_again,
+                      (key, CODE["slice"]))
 
 
 def select(input, dim, index):
@@ -61,8 +63,16 @@ def select(input, dim, index):
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(input.shape)} at dimension {dim}")
     arr = contiguous(input._arr)
-    view = arr[(slice(None),) * dim + (index % n, Ellipsis)]
-    return _basic(input, arr, view, CODE["select"])
+    key = (slice(None),) * dim + (index % n, Ellipsis)
+    return views.mark(_basic(input, arr, arr[key], CODE["select"]), input, _basic_again,
+                      (key, CODE["select"]))
+
+
+def _basic_again(b, arg):
+    """narrow / select made again from the base (``views``)."""
+    key, code = arg
+    arr = contiguous(b._arr)
+    return _basic(b, arr, arr[key], code)
 
 
 def repeat(input, *repeats):
@@ -119,6 +129,7 @@ def masked_fill(input, mask, value):
     dt = input.dtype
     if not dt.is_floating_point:
         v = value._arr if isinstance(value, Tensor) else value
+        freeze(input, mask, value)   # (while tracing: integers of traced values, guarded)
         out = np.where(mask._arr, np.asarray(v).astype(dt.np), input._arr)
         return _leaf(_norm(np.broadcast_to(out, shape).astype(dt.np)))
     if not isinstance(value, Tensor):

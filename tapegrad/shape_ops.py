@@ -5,15 +5,20 @@ input at base + strided offset), ``reshape`` entry (same elements, new shape) or
 ``index`` entry (an explicit list of input offsets, for advanced indexing).  Values are
 copied: tapegrad tensors do not share storage.
 """
+import builtins
 import math
+import re
 import warnings
 
 import numpy as np
 
+from . import views
+from .grad_mode import STATE
 from .ops.table import CODE
 from .record import contiguous, contiguous_strides, expand_strides, gather
 from .record import reshape as rec_reshape
 from .tensor import Size, Tensor, _leaf, _norm, _result, buf, recording, requires_grad
+from .tracing import freeze
 
 
 def _out(x, value, build):
@@ -23,6 +28,8 @@ def _out(x, value, build):
         value = value.copy()
     t = recording(x) if value.dtype.kind == "f" else None
     if t is None:
+        if STATE.trace is not None:
+            freeze(x)            # a traced mask's count, shape, ...: a constant, guarded
         return _leaf(_norm(value))
     i = build(t, buf(t, x, False))
     return _result(_norm(value), t, i, x._rg)
@@ -30,12 +37,56 @@ def _out(x, value, build):
 
 def _reshaped(x, shape, code=CODE["view"]):
     arr = x._arr
+    if any(n < 0 for n in shape):
+        _check_inferred(shape, arr.size)
     try:
         value = arr.reshape(shape)
     except ValueError:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {arr.size}") \
             from None
-    return _out(x, value, lambda t, ia: rec_reshape(t, ia, value, code))
+    shared = value.base is not None or not value.size
+    out = _out(x, value, lambda t, ia: rec_reshape(t, ia, value, code))
+    return views.mark(out, x, _reshaped_again, (shape, code)) if shared else out
+
+
+def _check_inferred(shape, numel):
+    """PyTorch's errors for a shape with negative sizes (-1 once: inferred)."""
+    inferred = None
+    for k, n in enumerate(shape):
+        if n == -1:
+            if inferred is not None:
+                raise RuntimeError("only one dimension can be inferred")
+            inferred = k
+        elif n < 0:
+            raise RuntimeError(f"invalid shape dimension {n} at index {k} of shape {list(shape)}")
+    if inferred is not None and numel == 0 and 0 in shape:
+        raise RuntimeError(f"cannot reshape tensor of 0 elements into shape {list(shape)} because "
+                           "the unspecified dimension size -1 can be any value and is ambiguous")
+
+
+def _unique_dims(dims):
+    """PyTorch's error for a dim named twice (``dims`` wrapped)."""
+    for k, d in enumerate(dims):
+        if d in dims[:k]:
+            raise RuntimeError(f"dim {d} appears multiple times in the list of dims")
+
+
+# how each view is made again from its base (``views``: refresh, positions)
+def _reshaped_again(b, arg):
+    return _reshaped(b, *arg)
+
+
+def _transposed_again(b, arg):
+    return _transposed(b, *arg)
+
+
+def _select_again(b, key):
+    return _select_1d(b, b._d, key)
+
+
+def _piece_again(b, arg):
+    dim, bounds, code, k = arg
+    return _pieces(b, dim, bounds, code)[k]
 
 
 def _dims(shape):
@@ -62,9 +113,11 @@ def view(input, *shape):
 
 def flatten(input, start_dim=0, end_dim=-1):
     s = input.shape
+    a, b = _wrap_dim(start_dim, len(s)), _wrap_dim(end_dim, len(s))
+    if a > b:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if not s:
         return _reshaped(input, (1,))
-    a, b = _wrap_dim(start_dim, len(s)), _wrap_dim(end_dim, len(s))
     return _reshaped(input, s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:])
 
 
@@ -73,7 +126,8 @@ def squeeze(input, dim=None):
     if dim is None:
         new = tuple(d for d in s if d != 1)
     else:
-        dims = {_wrap_dim(d, len(s)) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))}
+        dims = [_wrap_dim(d, len(s)) for d in (dim if isinstance(dim, (tuple, list)) else (dim,))]
+        _unique_dims(dims)
         new = tuple(d for k, d in enumerate(s) if not (k in dims and d == 1))
     return _reshaped(input, new, CODE["squeeze" if dim is None else "squeeze_dim"])
 
@@ -89,18 +143,31 @@ def expand(input, *sizes):
     s = input.shape
     lead = len(sizes) - len(s)
     if lead < 0:
-        raise RuntimeError(f"expand(torch.DoubleTensor{{{list(s)}}}, size={list(sizes)}): the "
-                           "number of sizes provided must be greater or equal to the number of "
-                           "dimensions in the tensor")
+        raise RuntimeError(f"expand({_type_name(input)}{{{list(s)}}}, size={list(sizes)}): the "
+                           f"number of sizes provided ({len(sizes)}) must be greater or equal to "
+                           f"the number of dimensions in the tensor ({len(s)})")
+    for k in range(lead):
+        if sizes[k] < 0:
+            raise RuntimeError(f"The expanded size of the tensor ({sizes[k]}) isn't allowed in a "
+                               f"leading, non-existing dimension {k}")
     out = tuple(s[k - lead] if (n == -1 and k >= lead) else n for k, n in enumerate(sizes))
-    for k in range(len(s)):
+    for k in reversed(range(len(s))):          # (PyTorch names the last mismatch)
         if s[k] != 1 and s[k] != out[k + lead]:
             raise RuntimeError(f"The expanded size of the tensor ({out[k + lead]}) must match the "
                                f"existing size ({s[k]}) at non-singleton dimension {k + lead}.  "
                                f"Target sizes: {list(sizes)}.  Tensor sizes: {list(s)}")
     value = np.broadcast_to(input._arr, out)
     strides = expand_strides(s, out)
-    return _out(input, value, lambda t, ia: gather(t, ia, value, strides))
+    return views.mark(_out(input, value, lambda t, ia: gather(t, ia, value, strides)), input,
+                      expand, out)
+
+
+def _type_name(x):
+    """PyTorch's legacy name of a CPU tensor's type (in expand's message)."""
+    if x.dtype.name == "bool":
+        return "CPUBoolType"
+    from .dtypes import TORCH_NAMES
+    return f"torch.{TORCH_NAMES[x.dtype.name][0]}Tensor"
 
 
 def broadcast_to(input, size):
@@ -112,10 +179,14 @@ def expand_as(input, other):
 
 
 def permute(input, *dims):
-    dims = tuple(_wrap_dim(d, input.ndim) for d in _dims(dims))
-    if sorted(dims) != list(range(input.ndim)):
+    dims = _dims(dims)
+    if len(dims) != input.ndim:
         raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does "
-                           "not match the length of the desired ordering of dimensions")
+                           "not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {input.ndim} is not equal to len(dims) = {len(dims)}")
+    dims = tuple(_wrap_dim(d, input.ndim) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
     return _transposed(input, dims, CODE["permute"])
 
 
@@ -123,14 +194,16 @@ def _transposed(x, dims, code):
     cs = contiguous_strides(x.shape)
     value = np.transpose(x._arr, dims)
     strides = tuple(cs[d] for d in dims)
-    return _out(x, value, lambda t, ia: gather(t, ia, value, strides, 0, code))
+    return views.mark(_out(x, value, lambda t, ia: gather(t, ia, value, strides, 0, code)), x,
+                      _transposed_again, (dims, code))
 
 
 def transpose(input, dim0, dim1):
     nd = input.ndim
     dims = list(range(nd))
     a, b = _wrap_dim(dim0, nd), _wrap_dim(dim1, nd)
-    dims[a], dims[b] = dims[b], dims[a]
+    if nd:                            # (a 0-d tensor takes dims 0 and -1)
+        dims[a], dims[b] = dims[b], dims[a]
     return _transposed(input, tuple(dims), CODE["transpose"])
 
 
@@ -183,24 +256,84 @@ def getitem(x, key):
                                                             for k in key))):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+    if STATE.trace is not None:      # positions chosen by traced values (a mask): guarded
+        freeze(*(key if isinstance(key, tuple) else (key,)))
     nkey = _np_key(key)
     if not _is_advanced(key):
         nkey = nkey if isinstance(nkey, tuple) else (nkey,)
     for k in (nkey if isinstance(nkey, tuple) else (nkey,)):
         if isinstance(k, slice) and k.step is not None and k.step <= 0:
-            raise ValueError("step must be greater than zero")
+            raise ValueError("slice step cannot be zero" if k.step == 0 else
+                             "step must be greater than zero")
     arr = contiguous(x._arr)
     try:
         value = arr[nkey]
     except IndexError as e:
-        raise IndexError(str(e).replace("axis", "dimension")) from None
+        raise _index_error(x, key, e) from None
     if _is_advanced(key):
         pos = _torch_order_index(np.arange(arr.size, dtype=np.int64).reshape(arr.shape), nkey)
         value = _torch_order_index(arr, nkey)
         pos = pos.reshape(-1)
         return _out(x, value, lambda t, ia: t.append(CODE["index"], ia, -1,
                                                      contiguous(value), pos))
-    return _basic_chain(x, nkey)
+    return views.mark(_basic_chain(x, nkey), x, getitem, key)
+
+
+def _index_error(x, key, error):
+    """PyTorch's IndexError for a key NumPy refused (``error``)."""
+    comps = key if isinstance(key, tuple) else (key,)
+    arrays = []
+    for k in comps:
+        if k is None or k is Ellipsis or isinstance(k, (bool, np.bool_, int, np.integer, slice)):
+            arrays.append(None)
+        elif isinstance(k, Tensor):
+            if k.dtype.is_floating_point:
+                return IndexError("tensors used as indices must be long, int, byte or bool "
+                                  "tensors")
+            arrays.append(k._arr)
+        elif isinstance(k, (list, tuple, np.ndarray)):
+            try:
+                arrays.append(np.asarray(k))
+            except ValueError:
+                return IndexError(str(error).replace("axis", "dimension"))
+        else:
+            return IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or "
+                              f"byte Variables are valid indices (got {type(k).__name__})")
+    nd = x.ndim
+    used = builtins.sum((a.ndim if a.dtype == np.bool_ else 1) if a is not None else
+                        int(k is not None and k is not Ellipsis and
+                            not isinstance(k, (bool, np.bool_)))
+                        for k, a in zip(comps, arrays))
+    if used > nd:
+        return IndexError(f"too many indices for tensor of dimension {nd}")
+    axis, ordinal, position, shapes = 0, 0, {}, []
+    for k, a in zip(comps, arrays):
+        if k is Ellipsis:
+            axis += nd - used
+        elif a is not None and a.dtype == np.bool_:
+            for j in range(a.ndim):
+                if a.shape[j] != x.shape[axis + j]:
+                    return IndexError(f"The shape of the mask {list(a.shape)} at index {j} does "
+                                      f"not match the shape of the indexed tensor "
+                                      f"{list(x.shape)} at index {axis + j}")
+            shapes += [(int(a.sum()),)] * a.ndim
+            axis, ordinal = axis + a.ndim, ordinal + a.ndim
+        elif a is not None:
+            position[axis] = ordinal          # PyTorch names an index tensor's dim by its
+            shapes.append(a.shape)            # place among the index tensors
+            axis, ordinal = axis + 1, ordinal + 1
+        elif k is not None and not isinstance(k, (bool, np.bool_)):
+            axis += 1
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        return IndexError("shape mismatch: indexing tensors could not be broadcast together with "
+                          f"shapes {', '.join(str(list(s)) for s in shapes)}")
+    m = re.fullmatch(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)", str(error))
+    if m:
+        return IndexError(f"index {m[1]} is out of bounds for dimension "
+                          f"{position.get(int(m[2]), int(m[2]))} with size {m[3]}")
+    return IndexError(str(error).replace("axis", "dimension"))
 
 
 def _select_1d(x, d, key):
@@ -211,7 +344,8 @@ def _select_1d(x, d, key):
     if not 0 <= k < n:
         raise IndexError(f"index {key} is out of bounds for dimension 0 with size {n}")
     value = d[k:k + 1].reshape(())
-    return _out(x, value, lambda t, ia: gather(t, ia, value, (), k, CODE["select"]))
+    return views.mark(_out(x, value, lambda t, ia: gather(t, ia, value, (), k, CODE["select"])),
+                      x, _select_again, key)
 
 
 def _torch_order_index(a, key):
@@ -284,7 +418,7 @@ def _pieces(x, dim, bounds, code):
         piece = _basic(x, arr, arr[tuple(idx) + (Ellipsis,)], code, group)  # ...: a 0-d view, not a copy
         if first is None and piece._t is not None:
             first = piece
-        out.append(piece)
+        out.append(views.mark(piece, x, _piece_again, (dim, bounds, code, k)))
     return tuple(out)
 
 
@@ -292,6 +426,13 @@ def split(tensor, split_size_or_sections, dim=0):
     n = tensor.shape[_wrap_dim(dim, tensor.ndim)]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
+        if s < 0:
+            raise RuntimeError(f"split expects split_size be non-negative, but got split_size={s}")
+        if s == 0 and n:
+            raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension "
+                               f"size of {n}")
+        if s == 0:
+            return _pieces(tensor, dim, [(0, 0)], CODE["split"])
         sizes = [min(s, n - a) for a in range(0, n, s)] or [0]
     else:
         sizes = list(split_size_or_sections)
@@ -305,6 +446,8 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input.shape[_wrap_dim(dim, input.ndim)]
     return split(input, max(-(-n // chunks), 1), dim)
 
@@ -317,24 +460,41 @@ def unbind(input, dim=0):
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    for k, x in enumerate(tensors):
+        if x.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be "
+                               "concatenated")
+    # as PyTorch: 1-d empty tensors are left out (a legacy), unless all are such
+    skip = [tuple(x.shape) == (0,) for x in tensors]
+    if all(skip):
+        skip = [False] * len(tensors)
     from .elementwise import result_dtype
     rd = result_dtype(*tensors)
-    arrs = [np.asarray(x._arr, rd.np) for x in tensors]
-    if any(a.ndim == 0 for a in arrs):
-        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    dim = _wrap_dim(dim, arrs[0].ndim)
-    try:
-        value = np.concatenate(arrs, axis=dim)
-    except ValueError:
-        raise RuntimeError("Sizes of tensors must match except in dimension "
-                           f"{dim}. Got {[tuple(a.shape) for a in arrs]}") from None
-    return _join(tensors, value, dim, CODE["cat"])
+    ref = skip.index(False)
+    first = tensors[ref].shape
+    dim = _wrap_dim(dim, len(first))
+    for k, x in enumerate(tensors):
+        if skip[k] or k == ref:
+            continue
+        if x.ndim != len(first):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(first)} "
+                               f"and {x.ndim}")
+        for d, (m, n) in enumerate(zip(first, x.shape)):
+            if d != dim and m != n:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
+                                   f"Expected size {m} but got size {n} for tensor number {k} "
+                                   "in the list.")
+    kept = [x for x, s in zip(tensors, skip) if not s]
+    value = np.concatenate([np.asarray(x._arr, rd.np) for x in kept], axis=dim)
+    return _join(kept, value, dim, CODE["cat"])
 
 
 def _join(tensors, value, dim, code):
     t = recording(*tensors) if value.dtype.kind == "f" else None
     if t is None:
+        if STATE.trace is not None:
+            freeze(*tensors)
         return _leaf(_norm(value))
     outer = math.prod(value.shape[:dim])
     extras = [outer, len(tensors)]
@@ -349,12 +509,11 @@ def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
-    shapes = {tuple(x.shape) for x in tensors}
-    if len(shapes) > 1:
-        raise RuntimeError(f"stack expects each tensor to be equal size, but got "
-                           f"{list(tensors[0].shape)} at entry 0 and "
-                           f"{list(next(x.shape for x in tensors if tuple(x.shape) != tuple(tensors[0].shape)))} "
-                           "at entry 1")
+    first = tuple(tensors[0].shape)
+    for k, x in enumerate(tensors):
+        if tuple(x.shape) != first:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got "
+                               f"{list(first)} at entry 0 and {list(x.shape)} at entry {k}")
     dim = _wrap_dim(dim, tensors[0].ndim + 1)
     from .elementwise import result_dtype
     rd = result_dtype(*tensors)
@@ -365,5 +524,5 @@ def stack(tensors, dim=0):
 
 
 def clone(input):
-    value = input._arr
+    value = np.array(input._arr)     # its own storage (a view's or a from_numpy array's no more)
     return _out(input, value, lambda t, ia: rec_reshape(t, ia, value, CODE["clone"]))

@@ -5,7 +5,8 @@ softmax and log_softmax are one fused entry of the op table each: the value is
 computed with NumPy, the entry's extras are (outer, n, inner) for the compiled rules in
 ``kernels/softmax.py``.  logsumexp is composed; its shift is a constant (computed in
 NumPy, never recorded): the result does not depend on it, so neither does the gradient,
-and leaving it out of the graph keeps it exact.  As in PyTorch, logsumexp shifts by 0
+and leaving it out of the graph keeps it exact.  While tracing it is recorded behind a
+``detach`` (no gradient), so that a replay at other inputs shifts by their max.  As in PyTorch, logsumexp shifts by 0
 where the max is infinite (so a row of -inf gives -inf), softmax and log_softmax by the
 max itself (such a row gives nan).
 """
@@ -15,9 +16,12 @@ import warnings
 import numpy as np
 
 from .ops.table import CODE
-from .reductions import composite, sum
+from .elementwise import where
+from .dtypes import get_default_dtype
+from .reductions import _dims, composite, sum
 from .shape_ops import _out, _wrap_dim
 from .tensor import from_array
+from .tracing import traced_entry
 
 
 def _value(arr, d, log):
@@ -86,16 +90,24 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def logsumexp(input, dim, keepdim=False):
-    dims = tuple(sorted({_wrap_dim(k, input.ndim)
-                         for k in (dim if isinstance(dim, (tuple, list)) else (dim,))}))
+    if not input.dtype.is_floating_point:     # as PyTorch: bool and integers in the default dtype
+        input = input.to(get_default_dtype())
+    dims = _dims(input, dim if isinstance(dim, (tuple, list)) else (dim,))
     if input.ndim == 0:
         dims = None
     elif not dims:                    # dim=(): all dims
         dims = tuple(range(input.ndim))
 
     def body():
-        m = _max(input, dims or (), finite=True)
-        out = sum(_minus(input, m).exp(), dims, keepdim=True).log() + from_array(m)
+        if input.numel() and traced_entry(input) is not None:
+            # while tracing: the shift is recorded (the max of a detached copy, 0 where it is
+            # not finite), so that a replay shifts by its own max, never the recording's
+            m = input.detach().amax(dims or (), keepdim=True)
+            m = where(m.abs() < math.inf, m, 0.0)
+            out = sum((input - m).exp(), dims, keepdim=True).log() + m
+        else:
+            m = _max(input, dims or (), finite=True)
+            out = sum(_minus(input, m).exp(), dims, keepdim=True).log() + from_array(m)
         return out.squeeze(dims) if dims and not keepdim else out
     with _quiet():
         return composite("LogsumexpBackward0", body, input)

@@ -47,6 +47,29 @@ NON_LEAF_GRAD = (
     "See github.com/pytorch/pytorch/pull/30531 for more information.")
 
 
+def _check_grad(x, g):
+    """PyTorch's errors for ``x.grad = g`` with g not a Tensor of x's size and dtype."""
+    if not isinstance(g, Tensor):
+        tp = type(g)
+        name = tp.__name__ if tp.__module__ == "builtins" or tp.__flags__ & (1 << 9) else \
+            f"{tp.__module__}.{tp.__qualname__}"         # (a C type: its module named)
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                        f"{name}")
+    if g.dtype != x.dtype:
+        names = dtypes.TORCH_NAMES
+        raise RuntimeError(
+            f"attempting to assign a gradient with dtype '{names[g.dtype.name][1]}' to a tensor "
+            f"with grad_dtype '{names[x.dtype.name][0]}'. The gradient must match "
+            "the tensor's grad_dtype (defaults to the tensor's dtype). You can set the tensor's "
+            "grad_dtype attribute with a specific dtype, or None to allow any dtype. Set "
+            "grad_dtype with caution. Diverging the dtypes of a tensor and its gradient may "
+            "break downstream systems that assume they match.")
+    if g.shape != x.shape:
+        raise RuntimeError(f"attempting to assign a gradient of size '{list(g.shape)}' to a "
+                           f"tensor of size '{list(x.shape)}'. Please ensure that the gradient "
+                           "and the tensor are the same size")
+
+
 class Tensor:
     __slots__ = ("_d", "_t", "_tid", "_i", "_rg", "__dict__", "__weakref__")
     _retains = False
@@ -159,7 +182,17 @@ class Tensor:
 
     @grad.setter
     def grad(self, value):
+        if value is not None:
+            d, e = self._d, getattr(value, "_d", None)
+            # (the engine's own assignments pass this test: no further look)
+            if not (value.__class__ is Tensor and e.__class__ is d.__class__ and (
+                    d.__class__ is float or (e.shape == d.shape and e.dtype == d.dtype))):
+                _check_grad(self, value)
         self.__dict__["_grad"] = value
+
+    @grad.deleter
+    def grad(self):
+        self.__dict__.pop("_grad", None)
 
     def retain_grad(self):
         if not self._rg:
@@ -178,6 +211,8 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        if STATE.trace is not None:
+            tracing.freeze(value)       # (its value becomes this tensor's: a constant)
         self._d = _norm(np.array(value._arr if isinstance(value, Tensor) else value))
         self._tid = 0
 
@@ -193,8 +228,11 @@ class Tensor:
     def detach(self):
         if STATE.trace is not None and tracing.traced_entry(self) is not None:
             t, d = STATE.trace.tape, self._d      # a copy that a replay recomputes
-            return _result(d, t, t.append(CODE["detach"], self._i, -1, d), False)
-        return _leaf(self._d, False, self._inference)
+            o = _result(d, t, t.append(CODE["detach"], self._i, -1, d), False)
+            tracing.alias(o, self)                # (eagerly, it shares self's storage)
+            return o
+        from .views import mark       # shares this tensor's value: in-place ops on it write
+        return mark(_leaf(self._d, False, self._inference), self, _same, None, True)
 
     def detach_(self):
         if self._t is not None:
@@ -206,7 +244,10 @@ class Tensor:
     def clone(self):
         d = self._d
         if d.__class__ is float:
-            return self + 0.0 if self._rg and STATE.grad else _leaf(d)
+            if (self._rg and STATE.grad) or (STATE.trace is not None and
+                                             tracing.traced_entry(self) is not None):
+                return self + 0.0
+            return _leaf(d)
         from .shape_ops import clone
         return clone(self)
 
@@ -356,7 +397,15 @@ def _leaf(d, rg=False, inference=False):
 
 
 def _result(d, t, i, rg=True):
-    """A tensor recorded as entry ``i`` of tape ``t``."""
+    """A tensor recorded as entry ``i`` of tape ``t``.  Under ``no_grad`` while tracing
+    (``recording``), a result computed from tensors that require grad is recorded all
+    the same, behind a ``detach`` entry: a replay recomputes its value, no gradient
+    flows through it, and it does not require grad."""
+    if rg and not STATE.grad:
+        rec = STATE.trace
+        if rec is not None and t is rec.tape:
+            i = t.append(CODE["detach"], i, -1, d)
+            rg = False
     o = _new(Tensor)
     o._d = d
     o._t = t
@@ -364,6 +413,10 @@ def _result(d, t, i, rg=True):
     o._i = i
     o._rg = rg
     return o
+
+
+def _same(x, arg):
+    return x
 
 
 def _unpickle(arr, rg, is_param):
@@ -381,8 +434,15 @@ def recording(*tensors):
     """The tape to record on if any of ``tensors`` requires grad in grad mode; while
     tracing, also if any is a value of the traced tape that needs no grad (a mask, a
     detached value), so that a replay recomputes the result instead of freezing it (the
-    result then needs no grad either: ``requires_grad``); else None."""
+    result then needs no grad either: ``requires_grad``); else None.  Under ``no_grad``,
+    only the traced tape, for traced values (the result: behind a detach, ``_result``)."""
     if not STATE.grad:
+        rec = STATE.trace
+        if rec is not None:
+            uid = rec.tape.uid
+            for x in tensors:
+                if x.__class__ is Tensor and x._tid == uid:
+                    return rec.tape
         return None
     for x in tensors:
         if x.__class__ is Tensor and x._rg:

@@ -24,7 +24,7 @@ LAYERS = [
     ("engine", ["tapegrad.autograd.engine", "tapegrad.autograd.sweeps"]),
     ("api", ["tapegrad.tensor", "tapegrad.elementwise", "tapegrad.shape_ops",
              "tapegrad.reductions", "tapegrad.linalg", "tapegrad.factories",
-             "tapegrad.inplace", "tapegrad.softmax_ops", "tapegrad.tensor_methods",
+             "tapegrad.inplace", "tapegrad.views", "tapegrad.softmax_ops", "tapegrad.tensor_methods",
              "tapegrad.devices", "tapegrad.cuda", "tapegrad.shape_extras",
              "tapegrad.scan_ops", "tapegrad.extra_ops",
              "tapegrad.autograd",

@@ -297,9 +297,11 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
                 g = G[o:o + d.size].reshape(d.shape)   # a copy is made on delivery
             if src._t is None:
                 deliveries.append((src, g))
-            else:
+            elif t.OP[ents[k]] == tp.EXTERNAL:
                 tapes[src._t.uid] = src._t
                 pending.setdefault(src._t.uid, []).append((src._i, np.array(g)))
+            # else: a constant that an in-place op gave a history since: it was a
+            # constant here (no gradient), whatever it is now
     for e, x in t.autograd.retained.items():
         if live[e]:
             CALLBACKS.accumulate(x, adjoint(e, x.shape))

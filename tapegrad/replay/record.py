@@ -13,7 +13,7 @@ from ..kernels.replay import forward, guards_hold, value_and_grad
 from ..kernels.reverse import DONE
 from ..tape import COLUMNS, Layout, Tape
 from ..tensor import Tensor, from_array
-from ..tracing import Recording
+from ..tracing import G_EQUAL, Recording, warn_frozen
 from . import vector_replay
 
 _COLS = COLUMNS
@@ -115,6 +115,34 @@ class Record(Layout):
             pos += n
         return True
 
+    def settle_guards(self, arrays):
+        """Value guards (``G_EQUAL``) hold what the replay itself computes at the recorded
+        inputs.  Eager and replayed values may differ in the last bits (a mean, a sum in
+        another order): the guard on a number taken out of the recording must hold at its
+        own inputs.  Only such last-bit differences are taken; a larger one stays and fails
+        (a recording that does not reproduce its own inputs' values is an error)."""
+        if not any(k == G_EQUAL for k, _, _, _ in self.guard_list):
+            return
+        self.load(arrays)
+        if self.vector:
+            status = vector_replay.run_forward(self)
+        else:
+            status, _ = forward(self.schedule, self.arrays(), self.omap)
+        if status != DONE:
+            return
+        settled = []
+        for kind, e, data, loc in self.guard_list:
+            if kind == G_EQUAL:
+                now = self.V[self.OFF[e]:self.OFF[e] + len(data)]
+                want = np.array(data, np.float64)
+                with np.errstate(invalid="ignore"):
+                    near = np.abs(now - want) <= 1e-12 * np.abs(want)
+                if np.all(near | (now == want) | (np.isnan(now) & np.isnan(want))):
+                    data = tuple(float(v) for v in now)
+            settled.append((kind, e, data, loc))
+        self.guard_list = settled
+        self._pack_guards()
+
     def failed_guard(self):
         """(file, line) of the first guard that does not hold now."""
         for k, (kind, e, data, loc) in enumerate(self.guard_list):
@@ -152,6 +180,7 @@ def record(fn, arrays, static=(), second_order=False):
             xs = [from_array(np.array(a, np.float64), rg=True) for a in arrays]
             for x in xs:
                 t.register(x)              # inputs first: their entries lead the tape
+            rec.inputs = tuple(xs)
             args = _merge(xs, static)
             out = fn(*args)
             out_tuple = isinstance(out, tuple)
@@ -177,7 +206,20 @@ def record(fn, arrays, static=(), second_order=False):
         STATE.trace = prev
     r = _freeze(t, xs, outs, rec, grads)
     r.out_tuple = out_tuple
+    if rec.frozen:
+        warn_frozen(rec, _depends(r))
     return r
+
+
+def _depends(r):
+    """Which entries depend on the inputs (their values change from replay to replay)."""
+    from .optimize import _inputs
+    dep = np.zeros(r.n, bool)
+    dep[r.ins] = True
+    for i in range(r.n):
+        if not dep[i]:
+            dep[i] = any(dep[j] for j in _inputs(r, i))
+    return dep
 
 
 def _const_on(t, x):

@@ -8,6 +8,8 @@ another branch than the recording saw), the function is recorded again at these
 inputs and both recordings are kept (``on_guard_failure='retrace'``), or
 ``GuardFailure`` is raised (``'error'``): a replay never answers for the wrong branch.
 """
+import sys
+
 import numpy as np
 
 from ..autograd import sweeps
@@ -76,6 +78,7 @@ class Traced:
         if self.optimize:
             from .optimize import optimize
             optimize(r)
+        r.settle_guards(arrays)
         into.insert(0, r)
         self.log.append(why)
         return r
@@ -272,26 +275,52 @@ class Traced:
 
     # -- persistence -----------------------------------------------------------------
     def save(self, path):
-        """Write the recordings to ``path`` (``.npz``); ``tapegrad.load`` reads them back."""
+        """Write the recordings to ``path`` (``.npz``); ``tapegrad.load`` reads them back,
+        checking all of it.  A saved file holds data only: the safe way to ship a tape
+        (a pickle is code)."""
         from .serialize import save
         save(self, path)
 
     def __getstate__(self):
+        """Pickled as its recordings (a saved file's bytes, checked again on unpickling)
+        and its function as pickle holds any function: by reference (module and
+        qualified name), looked up by whoever unpickles.  A function with no name to
+        look up (a lambda, a local function, a callable object) is left out: the
+        unpickled ``Traced`` then replays as a loaded file does.
+
+        A pickle is code: unpickling one runs whatever it names.  Ship tapes as saved
+        files (``save`` / ``tapegrad.load``), which hold data only and are checked on
+        load.  The function is never nested as pickled bytes, so an unpickler that
+        admits only some names decides about it too."""
         from .serialize import to_bytes
-        import pickle
-        try:
-            fn = pickle.dumps(self.fn)        # a function that pickles by reference
-        except (pickle.PicklingError, AttributeError, TypeError):
-            fn = None                          # (a lambda): the tapes alone travel
-        return {"tapes": to_bytes(self), "fn": fn, "mode": self.on_guard_failure}
+        return {"tapes": to_bytes(self), "fn": _by_reference(self.fn),
+                "mode": self.on_guard_failure}
 
     def __setstate__(self, st):
         from .serialize import from_bytes
-        import pickle
+        from .validate import ReplayFileError
+        if type(st) is not dict or set(st) != {"tapes", "fn", "mode"} or \
+                type(st["tapes"]) is not bytes or st["mode"] not in ("retrace", "error"):
+            raise ReplayFileError("not the pickled state of a tapegrad Traced")
+        if st["fn"] is not None and not callable(st["fn"]):
+            raise ReplayFileError(
+                f"the pickled Traced carries its function as a {type(st['fn']).__name__}, "
+                "not a function (an older tapegrad nested it as pickled bytes, which are "
+                "never unpickled): pickle it again, or ship it with save / tapegrad.load")
         from_bytes(self, st["tapes"])
-        self.fn = None if st["fn"] is None else pickle.loads(st["fn"])
+        self.fn = st["fn"]
         if self.fn is not None:
             self.on_guard_failure, self.optimize = st["mode"], True
+
+
+def _by_reference(fn):
+    """``fn`` if pickle stores it by reference (its module, imported, holds it under its
+    qualified name), else None."""
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    obj = sys.modules.get(module) if type(module) is str and type(name) is str else None
+    for part in name.split(".") if obj is not None else ():
+        obj = getattr(obj, part, None)
+    return fn if obj is fn and fn is not None else None
 
 
 def trace(fn, *example_args, on_guard_failure="retrace", argnums=None, optimize=True,

@@ -6,6 +6,7 @@ import numpy as np
 
 from ...reductions import composite, sum
 from ...tensor import from_array
+from ...tracing import freeze
 from .activation import _softplus
 from ...softmax_ops import log_softmax
 
@@ -42,6 +43,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
              reduction="mean"):
     """-input[n, target[n], ...] (times the class weight), over an (N, C, ...) or (C,) input."""
     _check_reduction(reduction)
+    freeze(target, weight)           # (while tracing: class weights become constants, guarded)
     t = target._arr
     if t.dtype.kind not in "iu":
         raise RuntimeError("expected target dtype to be Long or Byte, but got "
@@ -81,6 +83,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     logp = log_softmax(input, cdim)
     n_classes = input.shape[cdim]
     wshape = [n_classes if d == cdim else 1 for d in range(input.ndim)]
+    freeze(weight)
     wb = None if weight is None else _const(weight._arr.reshape(wshape), input)
     if target.dtype.is_floating_point and target.shape == input.shape:
         return _probability_targets(logp, target, wb, cdim, n_classes, reduction,

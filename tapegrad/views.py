@@ -1,0 +1,138 @@
+"""Views and aliases: PyTorch's shared storage, for tensors that hold their own values.
+
+A tapegrad tensor owns its value (tape entries hold copies), so sharing is kept as a
+relation instead of as memory: a view (basic indexing, ``view``/``reshape``,
+``transpose``/``permute``, ``squeeze``/``unsqueeze``, ``expand``, ``split``/``unbind``/
+``chunk``, ``narrow``/``select``) and an alias (``detach()``, ``.data``) remember their
+base and how to make themselves from it (``fn(base)``).  An in-place op then behaves as
+PyTorch's over shared storage:
+
+* through a view, the base changes too (``write_through``): with a history, as
+  PyTorch's CopySlices (the base's new history places the view's new value,
+  ``inplace.place``); without one (no grad, or through ``detach()``), its value only;
+* after a tensor changes in place, its live views and aliases are made again from it
+  (``refresh``): their values, and their histories where the base has one.
+
+PyTorch's errors come first (``check``): an in-place op on a view of a leaf that
+requires grad, and on a view whose elements overlap (``expand``).  A tensor that was
+never viewed pays nothing: the relation lives in ``__dict__`` of views and bases only.
+``from_numpy`` arrays are written in place (``inplace._adopt``), so NumPy sees them.
+"""
+import weakref
+
+import numpy as np
+
+from .grad_mode import STATE
+
+
+def mark(view, base, fn, arg=None, detached=False):
+    """``view`` is ``fn(base, arg)`` sharing base's storage (``detached``: an alias
+    without history, ``detach()``); returns ``view``.  (Hot: ``x[i]`` of a vector.)"""
+    if view is base:
+        return view
+    view.__dict__["_view"] = (base, fn, arg, detached)
+    d = base.__dict__
+    refs = d.get("_views")
+    if refs is None:
+        d["_views"] = [weakref.ref(view)]
+    else:
+        refs.append(weakref.ref(view))
+        if not len(refs) & 63:               # now and then, forget dead views
+            refs[:] = [r for r in refs if r() is not None]
+    return view
+
+
+def _link(x):
+    return x.__dict__.get("_view") if x.__dict__ else None
+
+
+def positions(base, fn, arg):
+    """Flat positions in ``base`` of the elements of ``fn(base, arg)``, shaped like it.
+    (The tensor of positions it views is dropped: a dead view, forgotten later.)"""
+    from .tensor import from_array
+    return np.asarray(fn(from_array(np.arange(base.numel()).reshape(base._arr.shape)), arg)._arr)
+
+
+def check(x):
+    """PyTorch's errors for an in-place op on ``x`` if it is a view: of a leaf that
+    requires grad (grad mode), or with elements sharing one memory location."""
+    link = _link(x)
+    if link is None or link[3]:
+        return
+    base, fn, arg, _ = link
+    pos = positions(base, fn, arg)
+    if np.unique(pos).size < pos.size:
+        raise RuntimeError("unsupported operation: more than one element of the written-to "
+                           "tensor refers to a single memory location. Please clone() the "
+                           "tensor before performing the operation.")
+    while link is not None and not link[3]:
+        base = link[0]
+        if base._t is None and base._rg and STATE.grad:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
+                               "an in-place operation.")
+        link = _link(base)
+
+
+def after_inplace(x):
+    """``x`` changed in place: its base takes the change (which goes on up through the
+    base's own in-place path), or, at the outermost base, its views are made again."""
+    link = _link(x)
+    if link is not None:
+        _write_into(x, *link)
+    elif x.__dict__:
+        refresh(x)
+
+
+def _write_into(view, base, fn, arg, detached):
+    from .inplace import _note_modified, place
+    from .tracing import traced_entry
+    pos = positions(base, fn, arg)
+    traced = traced_entry(view) is not None or traced_entry(base) is not None
+    if not detached and (traced or STATE.grad and (view._t is not None or base._t is not None)
+                         and (view._rg or base._rg)):
+        # (base's in-place path goes on up; while tracing, recorded so a replay redoes it)
+        place(base, pos, view, "torch::autograd::CopySlices", traced=traced)
+        return
+    vals = np.asarray(view._arr, base._arr.dtype).reshape(-1)
+    d = base._d
+    _note_modified(base)
+    if d.__class__ is float:
+        base._d = float(vals[0])
+    elif base._t is None and d.flags.writeable:
+        d.flat[pos.reshape(-1)] = vals        # in the base's own array (a NumPy user's)
+    else:
+        d = np.array(d)
+        d.flat[pos.reshape(-1)] = vals
+        base._d = d
+    if base._t is None:
+        base._tid = 0                         # used again, it registers its new value
+    base._version += 1
+    after_inplace(base)
+
+
+def refresh(base):
+    """Make ``base``'s live views again from it (values; histories where it has one),
+    and theirs in turn."""
+    refs = base.__dict__.get("_views") if base.__dict__ else None
+    if not refs:
+        return
+    live = []
+    for ref in refs:
+        v = ref()
+        if v is None:
+            continue
+        live.append(ref)
+        _, fn, arg, detached = v.__dict__["_view"]
+        if detached:
+            v._d = base._d if base._d.__class__ is float else np.asarray(base._arr)
+            v._tid = 0
+        else:
+            new = fn(base, arg)
+            v._d = new._d
+            if new._t is not None or v._t is None or STATE.grad:
+                v._t, v._tid, v._i, v._rg = new._t, new._tid, new._i, new._rg
+            else:
+                v._tid = 0 if v._t is None else v._tid
+        v._version = base._version
+        refresh(v)
+    refs[:] = live

@@ -1,0 +1,102 @@
+"""Flat over time: a step costs the same at step 5,000 as at step 1.  The work is
+counted, never timed: the lines of tapegrad's Python run per block of steps (a scan over
+live tapes or entries would grow them), and the tapes alive at the end."""
+import gc
+import sys
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.tape import tape as tape_module
+
+PACKAGE = tg.__file__.rsplit("/", 1)[0]
+STEPS, BLOCK = 5000, 400
+
+
+class _LineCounter:
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self, frame, event, arg):
+        if not frame.f_code.co_filename.startswith(PACKAGE):
+            return None
+        return self._local
+
+    def _local(self, frame, event, arg):
+        if event == "line":
+            self.n += 1
+        return self._local
+
+
+def _counted(step, k):
+    counter = _LineCounter()
+    sys.settrace(counter)
+    try:
+        for i in range(k):
+            step(i)
+    finally:
+        sys.settrace(None)
+    return counter.n
+
+
+def _assembled_vector():
+    w = tg.tensor([1.0, 2.0], requires_grad=True)
+    kept = [None]                  # the last result stays alive, as ``y = ...`` does
+
+    def step(i):
+        s = tg.zeros(2)
+        s[0] = w[0] * 2
+        kept[0] = s.sum()
+    return step
+
+
+def _scalar_forward_only():
+    x = tg.tensor(0.5, requires_grad=True)
+    kept = [None]
+
+    def step(i):
+        y = x
+        for _ in range(5):
+            y = (y * 1.1).sin() + x
+        kept[0] = y
+    return step
+
+
+def _training():
+    model = tg.nn.Sequential(tg.nn.Linear(3, 8), tg.nn.Tanh(), tg.nn.Linear(8, 1))
+    opt = tg.optim.SGD(model.parameters(), lr=0.01)
+    data = tg.tensor(np.random.RandomState(0).randn(16, 3))
+
+    def step(i):
+        opt.zero_grad()
+        loss = (model(data) ** 2).mean()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def _replay():
+    traced = tg.trace(lambda x: (x.sin() * x).sum(), tg.tensor([0.1, 0.2, 0.3]))
+    points = np.random.RandomState(1).randn(8, 3)
+
+    def step(i):
+        traced.grad(tg.tensor(points[i % 8]))
+    return step
+
+
+@pytest.mark.parametrize("make", [_assembled_vector, _scalar_forward_only, _training, _replay])
+def test_work_per_step_does_not_grow(make):
+    before = len(_live_tapes()), len(tape_module._live)
+    step = make()
+    first = _counted(step, BLOCK)
+    for i in range(STEPS - 2 * BLOCK):
+        step(i)
+    last = _counted(step, BLOCK)
+    assert last <= 1.1 * first + 200, (first, last)
+    gc.collect()
+    assert len(_live_tapes()) <= before[0] + 3 and len(tape_module._live) <= before[1] + 6
+
+
+def _live_tapes():
+    return {id(ref()) for ref in tape_module._live.valuerefs() if ref() is not None}
