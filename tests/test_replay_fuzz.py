@@ -373,3 +373,25 @@ def test_item9_shifts_follow_the_inputs(name, away):
     assert math.isfinite(v.item())
     np.testing.assert_allclose(v.item(), tv, rtol=rtol)
     np.testing.assert_allclose(g.numpy(), tgr, rtol=rtol, atol=1e-300)
+
+
+def test_gradients_taken_inside_a_traced_function_are_recomputed():
+    """``autograd.grad`` / ``backward`` inside the traced function (no create_graph):
+    recorded and detached while tracing, so a replay recomputes them (they were frozen
+    at the recorded input: 57 and [3, 12] at [3, 4], where the answer is 273, [27, 48])."""
+    def with_grad(x):
+        g, = tg.autograd.grad((x ** 3).sum(), x)
+        return (g * x).sum()
+
+    def with_backward(x):
+        x.grad = None
+        (x ** 3).sum().backward()
+        return (x.grad * x).sum()
+
+    for fn in (with_grad, with_backward):
+        traced = tg.trace(fn, tg.tensor([1.0, 2.0]))
+        for p in ([3.0, 4.0], [-1.0, 0.5]):
+            want = 2 * sum(v ** 3 for v in p) + sum(v ** 3 for v in p)   # sum 3x^3
+            np.testing.assert_allclose(float(traced(tg.tensor(p))), want, rtol=1e-12)
+            np.testing.assert_allclose(traced.grad(tg.tensor(p)).numpy(),
+                                       [3 * v * v for v in p], rtol=1e-12)  # (g: no history)

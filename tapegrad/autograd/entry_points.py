@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from ..grad_mode import set_grad_enabled
+from ..grad_mode import STATE, set_grad_enabled
 from ..tensor import Size, Tensor, _leaf, _new, _norm
 from . import anomaly, engine
 from .graph import _inputs, node_of
@@ -111,10 +111,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
              grad_variables=None):
     """``tapegrad.autograd.backward``: accumulate d(tensors)/d(leaves) into ``.grad``."""
     outputs = _as_tuple(tensors)
-    seeds = _prepare(outputs, grad_tensors, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
-    accumulate = accumulate_recorded if create_graph else _accumulate
+    traced = STATE.trace is not None and not create_graph
+    if traced:                 # recorded, then detached: a replay recomputes the gradient
+        create_graph = True
+    seeds = _prepare(outputs, grad_tensors, create_graph)
+    accumulate = _detached(accumulate_recorded) if traced else \
+        accumulate_recorded if create_graph else _accumulate
     inputs = _as_tuple(inputs)
     if inputs:
         _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
@@ -123,7 +127,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 if g is not None and not (x._t is not None and x._retains):
                     accumulate(x, g)       # (a retained non-leaf got it in the sweep)
         return
-    if create_graph:
+    if create_graph and not traced:
         warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=3)
     deliveries, _ = engine.run(outputs, seeds, retain_graph, create_graph=create_graph)
     with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
@@ -137,6 +141,15 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                     acc = accumulate_hooks(extra)
                     if acc is not None:   # a new .grad is the gradient itself (PyTorch's)
                         accumulate_post_hooks(acc, leaf.grad if fresh else g)
+
+
+def _detached(accumulate):
+    """AccumulateGrad that records (while tracing) and leaves ``.grad`` without history."""
+    def detached(x, g):
+        g = accumulate(x, g)
+        x.grad = x.grad.detach()
+        return g
+    return detached
 
 
 def _post_accumulate(hooks, leaf, create_graph):
@@ -162,10 +175,15 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for x in inputs:
         if not isinstance(x, Tensor) or not x._rg:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    seeds = _prepare(outputs, grad_outputs, create_graph)
     if retain_graph is None:
         retain_graph = create_graph
+    traced = STATE.trace is not None and not create_graph
+    if traced:                 # recorded, then detached: a replay recomputes the gradient
+        create_graph = True
+    seeds = _prepare(outputs, grad_outputs, create_graph)
     _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
+    if traced:
+        found = [None if g is None else g.detach() for g in found]
     result = []
     for x, g in zip(inputs, found):
         if g is not None and x._t is None and x.__dict__ and "_hooks" in x.__dict__:
@@ -176,7 +194,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                    "used in the graph. Set allow_unused=True if this is the "
                                    "desired behavior.")
             zero = _leaf(_norm(np.zeros(x.shape, x.dtype.np))) if materialize_grads else None
-            if zero is not None and create_graph:
+            if zero is not None and create_graph and not traced:
                 zero.requires_grad_()          # (as PyTorch's materialized zeros)
             result.append(zero)
         elif create_graph:
