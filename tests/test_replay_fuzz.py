@@ -395,3 +395,19 @@ def test_gradients_taken_inside_a_traced_function_are_recomputed():
             np.testing.assert_allclose(float(traced(tg.tensor(p))), want, rtol=1e-12)
             np.testing.assert_allclose(traced.grad(tg.tensor(p)).numpy(),
                                        [3 * v * v for v in p], rtol=1e-12)  # (g: no history)
+
+
+def test_writes_through_views_of_traced_values_are_replayed():
+    def f(x):
+        a = x.detach() * 1
+        a[:2].mul_(2)
+        return (a * x).sum()
+    traced = tg.trace(f, tg.tensor([1.0, 2.0, 3.0]))
+    for p in ([1.0, 2.0, 3.0], [2.0, 1.0, 4.0], [-3.0, 0.5, 1.0]):
+        x = tg.tensor(p, requires_grad=True)
+        y = f(x)
+        y.backward()
+        np.testing.assert_allclose(float(traced(tg.tensor(p))), 2 * (p[0] ** 2 + p[1] ** 2)
+                                   + p[2] ** 2, rtol=1e-12)
+        np.testing.assert_allclose(float(y), float(traced(tg.tensor(p))), rtol=1e-12)
+        np.testing.assert_allclose(traced.grad(tg.tensor(p)).numpy(), x.grad.numpy(), rtol=1e-12)
