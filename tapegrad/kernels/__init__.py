@@ -36,6 +36,8 @@ import tempfile
 import time
 import warnings
 
+from . import threads  # noqa: F401  (before any parallel kernel loads libgomp)
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PKG = os.path.dirname(_HERE)
 _OPS = os.path.join(_PKG, "ops")
