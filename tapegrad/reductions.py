@@ -17,7 +17,7 @@ from .ops.table import CODE
 from .record import contiguous, contiguous_strides
 from .shape_ops import _out, _wrap_dim
 from .tape import HIDDEN
-from .tensor import Tensor, _leaf, recording
+from .tensor import Tensor, _leaf, buf, recording
 
 _SOURCE = {CODE["leaf"], CODE["const"], CODE["external"]}
 minmax = collections.namedtuple("minmax", ["values", "indices"])
@@ -180,6 +180,9 @@ def composite(node_name, fn, *inputs):
     if t is not None and out._t is t:
         _hide(t, start, out._i)
         t.names[out._i] = node_name
+        # next_functions: one edge per input, in order (None where it has no gradient)
+        t.autograd.composite_inputs[out._i] = [
+            buf(t, x, False) if isinstance(x, Tensor) and x._rg else -1 for x in inputs]
     return out
 
 

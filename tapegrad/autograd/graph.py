@@ -205,11 +205,14 @@ def edges(t, i, hidden=None):
     PyTorch's order; buffer -1 where the edge is None.  The hidden entries looked
     through are added to the set ``hidden`` if given."""
     out = []
+    declared = t.autograd.composite_inputs.get(i)
     for j in _inputs(t, i):
         if j < 0:
             out.append((None, 0, -1))
         else:
             out.extend(_visible(t, j, hidden))
+    if declared is not None:   # a composite: its inputs, in order (hidden ones looked through)
+        return [(None, 0, -1) if b < 0 else _visible(t, b)[0] for b in declared]
     if i in t.names:   # a composite: each input once
         seen, uniq = set(), []
         for edge in out:

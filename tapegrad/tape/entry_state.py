@@ -5,7 +5,7 @@ class EntryState:
     """What the autograd layer keeps about some entries of a tape, in a room of its own
     (the tape's columns know none of it): each a dict keyed by entry index."""
     __slots__ = ("retained", "views", "hooks", "hook_dtypes", "node_hooks", "packed",
-                 "functions", "modified")
+                 "functions", "modified", "composite_inputs")
 
     def __init__(self):
         self.retained = {}       # non-leaf Tensor that retains its grad
@@ -16,3 +16,4 @@ class EntryState:
         self.packed = {}         # its saved values packed by saved_tensors_hooks
         self.functions = {}      # the custom Function call it is an output of
         self.modified = {}       # (tensor, version now, version saved): in-place ops
+        self.composite_inputs = {}   # a composite op's inputs' buffers (-1: none), in order
