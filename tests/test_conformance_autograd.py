@@ -533,6 +533,52 @@ def hooks_on_unreached_pieces_get_none(m):
     return [[k, g] for k, g in out] + [x.grad, y.grad]
 
 
+SECOND = {
+    "add_const": lambda m, x: (x + 1).sum(),
+    "mul_const": lambda m, x: (x * 2).sum(),
+    "sub_neg": lambda m, x: (-(x - 3)).sum(),
+    "slice_sum": lambda m, x: x[1:].sum(),
+    "mean_view": lambda m, x: x.view(3, 1).mean(),
+    "exp": lambda m, x: x.exp().sum(),
+    "mul_xx": lambda m, x: (x * x).sum(),
+    "cat_expand": lambda m, x: m.cat([x, x]).sum() + x.expand(2, 3).sum(),
+    "large": lambda m, x: (x.expand(100000, 3) + 1).sum(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SECOND))
+def test_second_backward_like_torch(name):
+    """A second backward without retain_graph goes through entries that saved nothing
+    (PyTorch frees only saved tensors) and raises at one that did."""
+    def run(m):
+        x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = SECOND[name](m, x)
+        y.backward()
+        try:
+            y.backward()
+        except RuntimeError as e:
+            return str(e)[:40]
+        return x.grad.tolist()
+    assert run(tapegrad) == run(torch)
+
+
+@program
+def second_backward_through_function_saving_nothing(m):
+    class Twice(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    y = (Twice.apply(x) + 1).sum()
+    y.backward()
+    y.backward()
+    return x.grad
+
+
 # -- every program above, against PyTorch (last: PROGRAMS is complete here) ---------------------
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_like_torch(name):

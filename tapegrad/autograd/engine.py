@@ -13,6 +13,7 @@ AccumulateGrad, hooks, custom Functions' hooks, anomaly checks, saved-tensor hoo
 ``create_graph`` sweep, the inputs of an entry for tools that watch) is reached through
 ``CALLBACKS``, which ``tapegrad.autograd`` fills at import.
 """
+import ast
 import re
 import sys
 import threading
@@ -20,6 +21,7 @@ import threading
 import numpy as np
 
 from .. import tape as tp
+from ..ops import rules
 from ..ops.table import BY_CODE
 from ..kernels import fused
 from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep
@@ -48,6 +50,21 @@ _POOL = threading.local()
 SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
               for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
+
+
+def _reads(text):
+    """Does the adjoint rule ``text`` read a value (an operand ``x``/``y``, the result)?"""
+    return bool(text) and any(isinstance(n, ast.Name) and n.id in "xyr"
+                              for n in ast.walk(rules.parse(text)))
+
+
+# per op code, what a backward without retain_graph consumes (``consume``): bit 1/2 the
+# adjoint of the first/second input of an elementwise entry reads a value (``x * 2``
+# reads its constant: PyTorch saves it too; ``x + 1`` reads none), bit 4 another kind
+# saves one (PyTorch's saved tensors); custom Functions: the engine decides
+NEED = np.array([0 if op is None else
+                 (_reads(op.gx) | _reads(op.gy) << 1) if op.kind == "ew" else
+                 4 * (bool(op.saves) or op.kind == "host") for op in BY_CODE], np.uint8)
 
 
 def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=False):
@@ -234,8 +251,6 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
     for e, _ in seeds:
         live[e] = 1
         top = max(top, e)
-    if t.released:
-        raise RuntimeError(tp.SECOND_BACKWARD)
     G, pooled = _adjoint_arena(t.nv)
     fuse = None
     if t.max_size >= fused.FUSE_MIN:
@@ -398,8 +413,12 @@ def consume_swept(t, live):
         live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
     if t.autograd.packed:
         CALLBACKS.drop_consumed(t, live)
-    if consume(t.next, t.OP, t.FLAGS, live) == 0:
-        t.release()
+    left = consume(t.next, t.OP, t.A, t.B, t.FLAGS, live, NEED)
+    for e, group in t.autograd.functions.items():   # a Function that saved nothing
+        if e < t.next and not group.ctx.to_save and t.FLAGS[e] & tp.CONSUMED:
+            t.FLAGS[e] &= ~np.uint8(tp.CONSUMED)   # stays sweepable, as PyTorch's
+    if left == 0:
+        t.release()        # no entry left that reads a value: they go (zeros stand in)
     tp.replace_default(t)
 
 

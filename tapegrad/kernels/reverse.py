@@ -10,7 +10,7 @@ from numba import njit
 
 from . import elementwise, matmul, reduce, softmax, structural
 from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST, HOST_FIRST,
-                        HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_WHERE,
+                        HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_CONST, OP_WHERE,
                         REDUCE_FIRST, REDUCE_LAST, RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST,
                         SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, ew_grad)
 from .layout import extras_at, size_of
@@ -136,12 +136,24 @@ def nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
 
 
 @njit(**_JIT)
-def consume(n, OP, FLAGS, live):
-    """Mark the swept entries consumed (a backward without retain_graph); returns how
-    many non-source entries of the tape are still unconsumed."""
+def consume(n, OP, A, B, FLAGS, live, NEED):
+    """Mark the swept entries that read recorded values consumed (a backward without
+    retain_graph): ``NEED[op]`` bit 1, the adjoint of the first input reads a value; bit
+    2, the second's; bit 4, the entry saves one (other kinds).  An input that is a
+    constant wants no adjoint.  Returns how many entries that read values are left
+    unconsumed (0: the values can go)."""
     left = 0
     for i in range(n):
-        if SOURCE_FIRST <= OP[i] <= SOURCE_LAST:
+        op = OP[i]
+        if SOURCE_FIRST <= op <= SOURCE_LAST:
+            continue
+        k = NEED[op]
+        need = k & 4 != 0
+        if not need and k & 1 and A[i] >= 0 and OP[A[i]] != OP_CONST:
+            need = True
+        if not need and k & 2 and B[i] >= 0 and OP[B[i]] != OP_CONST:
+            need = True
+        if not need:
             continue
         if live[i]:
             FLAGS[i] |= 1

@@ -266,12 +266,14 @@ class Tape(Layout):
         return Layout.value(self, i)
 
     def release(self):
-        """Drop the value arena of a fully consumed tape; keep the structure for views."""
+        """Drop the value arena once no entry left reads a value; keep the structure for
+        views.  Zeros stand in (lazily mapped: no memory until touched) so that a later
+        backward through entries that read no value (``c = b + 1``) can still sweep."""
         if not self.released:
             self.released = True
             if not _viewed(self.V):
                 _pool_arena(self.V)
-                self.V = np.empty(0)
+                self.V = np.zeros(self.nv)
             # else tensors hold views of it (their memory stays anyway): kept, for
             # __del__ to pool once they are gone
 
