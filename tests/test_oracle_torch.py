@@ -438,6 +438,18 @@ CASES = [
     Case("embedding", on([[0.5, 1.0], [2.0, -1.0], [0.3, 0.7]],
                          lambda m, w: m.nn.functional.embedding(m.tensor([2, 0, 2]), w)),
          "EmbeddingBackward0"),
+    Case("repeat", on(X, lambda m, x: x.repeat(2, 1)), "RepeatBackward0"),
+    Case("chain_matmul", on(X, lambda m, x, y: m.chain_matmul(x, y), Y), "ViewBackward0"),
+    Case("var_mean", on(X, lambda m, x: m.var_mean(x, 1)[0]), "VarMeanBackward0"),
+    Case("batch_norm", on(X, lambda m, x, w, b: m.nn.functional.batch_norm(
+        x, None, None, w, b, training=True), [1.0, 0.5, -1.0, 2.0], [0.1, 0.2, 0.3, 0.4]),
+         "NativeBatchNormBackward0"),
+    Case("conv2d", on([[X]], lambda m, x, w: m.nn.functional.conv2d(x, w, padding=1),
+                      [[[[0.5, -1.0], [1.5, 0.2]]], [[[1.0, 0.0], [-0.5, 0.7]]]]),
+         "ConvolutionBackward0"),
+    Case("max_pool2d", on([[X]], lambda m, x: m.nn.functional.max_pool2d(x, 2, 1)),
+         "MaxPool2DWithIndicesBackward0"),
+    Case("nn_flatten", on([X], lambda m, x: m.nn.Flatten()(x)), "ViewBackward0"),
 ]
 
 # issue/seed examples already use the default dtype (float32)
