@@ -145,7 +145,7 @@ def _array_result(code, r, x, y, c, sx, sy):
     dtype (or a Python number ``y``), recorded if an operand requires grad."""
     rg = x._rg or (y.__class__ is Tensor and y._rg)
     if rg and STATE.grad:
-        t = current_tape()
+        t = current_tape(x, y)
     else:
         t = recording(x, y) if STATE.trace else None
         if t is None:
@@ -169,7 +169,7 @@ def _large_result(code, x, y, c, sx, sy):
     rg = requires_grad(x, y)
     if (not STATE.grad or not rg) and recording(x, y) is None:
         return _leaf(fused.ew_into(code, xd, yd, c, np.empty_like(xd)))
-    t = roomy_tape(3 * xd.size)                    # the result, and x and y if new here
+    t = roomy_tape(3 * xd.size, x, y)              # the result, and x and y if new here
     ia = buf(t, x, sx)
     ib = buf(t, y, sy) if yd is not None else -1
     i, out = t.append_into(code, ia, ib, xd.shape, xd.size, c)
@@ -183,7 +183,7 @@ def _stage(code, x, sx, y, sy, c, r, rg=True):
     t = STATE.tape
     if t is None or t.next >= t.flush_at:
         t = None   # drop this frame's reference: maintain() counts them
-        t = current_tape()
+        t = current_tape(x, y)
     uid = t.uid
     # _i is read before _tid (register() writes _tid first): a leaf shared with another
     # thread that registers it meanwhile can only fail the check, never mix the pair

@@ -446,13 +446,13 @@ def recording(*tensors):
         return None
     for x in tensors:
         if x.__class__ is Tensor and x._rg:
-            return current_tape()
+            return current_tape(*tensors)
     rec = STATE.trace
     if rec is not None:
         uid = rec.tape.uid
         for x in tensors:
             if x.__class__ is Tensor and x._tid == uid:
-                return current_tape()
+                return current_tape(*tensors)
     return None
 
 

@@ -20,6 +20,7 @@ LEAF, CONST, EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
 _STAGE_BLOCK = 4096          # staged scalar entries per flush
 _ROTATE_ENTRIES = 1 << 16    # a default tape still in use past these sizes is left to
 _ROTATE_VALUES = 1 << 23     # its tensors, and recording moves on to a new one
+_ROTATE_HARD = 1 << 18       # ... even at an op with an input on it
 _uids = itertools.count(1)
 _live = weakref.WeakValueDictionary()   # uid -> tape, for in-place ops on leaves
 
@@ -74,6 +75,7 @@ class Tape(Layout):
         self._ext = {}           # id(foreign tensor) -> its external entry
         self.released = False
         self.retired = False     # a backward consumed entries: recording moves on (any thread)
+        self._defer = 1          # entries until maintain looks again for an op to move on at
         self.placed = {}         # staged entry -> arena offset of its value (append_into)
 
     # -- recording -------------------------------------------------------------------
@@ -156,13 +158,20 @@ class Tape(Layout):
         self.FLAGS[gap] = 0
         self.OFF[gap] = 0
 
-    def maintain(self, held=0):
+    def maintain(self, held=0, inputs=()):
         """Called at the start of an op once ``flush_at`` is reached (every block of
         entries, or after the value arena grew): flush the stage and, for the thread's
         default tape, hand back an empty tape if no tensor refers to this one any more
         (it starts over in place) or if it grew very large while still in use (it lives
         on until its tensors die; new ops reach its graphs through external entries).
-        ``held``: references to the tape that the caller's frame holds."""
+        ``held``: references to the tape that the caller's frame holds.
+
+        A large tape moves on at an op none of whose ``inputs`` is on it (a loop's next
+        step, say): an op with one there would put an external entry on the new tape,
+        which keeps the old tape alive as long as the new one lives, and the next move
+        the same, a chain of tapes that never dies (a forward-only loop grew so).  Past
+        ``_ROTATE_HARD`` entries (a computation chained from step to step), it moves on
+        anyway."""
         self.flush()
         self.flush_at = self.next + _STAGE_BLOCK
         if STATE.tape is not self or self._prev:
@@ -175,6 +184,10 @@ class Tape(Layout):
             self._reset()      # nothing refers to its entries: record over them
             return self
         if self.next < _ROTATE_ENTRIES and self.nv < _ROTATE_VALUES:
+            return self
+        if self.next < _ROTATE_HARD and any(getattr(x, "_t", None) is self for x in inputs):
+            self._defer = min(2 * self._defer, _STAGE_BLOCK)   # look again soon, then
+            self.flush_at = self.next + self._defer            # less and less often
             return self
         STATE.tape = Tape()
         return STATE.tape
@@ -369,23 +382,24 @@ def live_tape(uid):
     return _live.get(uid)
 
 
-def current_tape():
-    """The tape that operations in this thread record onto."""
+def current_tape(*inputs):
+    """The tape that operations in this thread record onto (``inputs``: the op's
+    tensors, see ``Tape.maintain``)."""
     t = STATE.tape
     if t is None:
         t = STATE.tape = Tape()
     elif t.next >= t.flush_at:
-        t = t.maintain(1)
+        t = t.maintain(1, inputs)
     return t
 
 
-def roomy_tape(size):
+def roomy_tape(size, *inputs):
     """The thread's tape, for ``size`` more values (an entry and its new sources):
     before the arena would grow (a copy of all of it) the tape may start over in place
     or recording move on to a new tape, as it does every block of entries."""
-    t = current_tape()
+    t = current_tape(*inputs)
     if t.nv + size > t.V.shape[0]:
-        t = t.maintain(1)
+        t = t.maintain(1, inputs)
     return t
 
 
