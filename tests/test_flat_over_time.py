@@ -86,7 +86,9 @@ def _replay():
 
 
 @pytest.mark.parametrize("make", [_assembled_vector, _scalar_forward_only, _training, _replay])
-def test_work_per_step_does_not_grow(make):
+def test_work_per_step_does_not_grow(make, monkeypatch):
+    # tapes move on every 8,192 entries here (65,536 by default): the old ones must die
+    monkeypatch.setattr(tape_module, "_ROTATE_ENTRIES", 8192)
     before = len(_live_tapes()), len(tape_module._live)
     step = make()
     first = _counted(step, BLOCK)
@@ -100,3 +102,17 @@ def test_work_per_step_does_not_grow(make):
 
 def _live_tapes():
     return {id(ref()) for ref in tape_module._live.valuerefs() if ref() is not None}
+
+
+def test_a_forward_only_loop_leaves_no_chain_of_tapes(monkeypatch):
+    """Tapes move on every 4,096 entries here: a loop step that straddled the move
+    put an external entry on the new tape, which kept the old one alive as long as the
+    new one lived, and so on (18 tapes alive after 8,000 steps); none stays now."""
+    monkeypatch.setattr(tape_module, "_ROTATE_ENTRIES", 4096)
+    gc.collect()
+    before = len(_live_tapes())
+    step = _assembled_vector()
+    for i in range(8000):
+        step(i)
+    gc.collect()
+    assert len(_live_tapes()) - before <= 2
