@@ -6,7 +6,9 @@ branches and a recorded gradient (hvp), a vector program with every structural k
 prod), and a program over 300 values (the fused vector replay) with an argmax guard.
 Each mutation changes one thing: a number in an array (off by one, -1, 0, the entry
 count, huge, negative, a flipped bit), an array's dtype or length, a member, a header
-field, the header's bytes, a byte of the zip.  It runs in two ways:
+field, the header's bytes, a byte of the zip; crafted files also get every number of
+each entry of their first recording changed (its inputs, offset and metadata: size,
+shape, each kind's extras).  It runs in two ways:
 
   * damaged: the file as the mutation leaves it.  It must load as the same function
     (the same value and gradient, bit for bit, at the test inputs) or raise
@@ -18,7 +20,8 @@ field, the header's bytes, a byte of the zip.  It runs in two ways:
     tape all give the same answer, and ``hvp`` runs.
 
 Every mutation runs in this process: a crash or a write outside the tape's arrays would
-end the test run.  ``test_the_fuzzer_covers_every_outcome`` pins the figures.
+end the test run.  ``test_the_fuzzer_covers_every_outcome`` checks that each outcome is
+reached (run with ``-s`` for the figures).
 """
 import copy
 import functools
@@ -162,7 +165,7 @@ def _assert_same(a, b):
 _INT_ARRAYS = ("OP", "A", "B", "OFF", "META", "IAUX", "FLAGS", "schedule")
 
 
-def _int_values(rng, v, a, arrays, prefix, header):
+def _int_values(rng, v, arrays, prefix, header):
     n, nv, ni = len(arrays[prefix + "OP"]), len(arrays[prefix + "V"]), len(arrays[prefix + "IAUX"])
     codes = [int(c) for c in header["ops"]]
     return [v + 1, v - 1, -1, -2, 0, n, n - 1, nv, nv - 1, ni, 2 ** 31, 2 ** 62, -2 ** 62,
@@ -173,6 +176,27 @@ def _int_values(rng, v, a, arrays, prefix, header):
 def _fit(value, dtype):
     """``value`` as the array's dtype would hold it (wrapped)."""
     return np.array(value).astype(np.int64).astype(dtype, casting="unsafe")
+
+
+def entry_mutations(arrays, prefix, seed):
+    """Each entry's own numbers, each changed three times (one more, -1 and another
+    value): its A, B, OFF and META, and every value of its metadata (size, ndim, shape,
+    extras)."""
+    rng = np.random.default_rng(seed)
+    META, IAUX = arrays[prefix + "META"], arrays[prefix + "IAUX"]
+    starts = sorted(set(META[META >= 0].tolist())) + [len(IAUX)]
+    places = [(prefix + col, i) for i in range(len(META)) for col in ("A", "B", "OFF", "META")]
+    places += [(prefix + "IAUX", k) for m, end in zip(starts, starts[1:]) for k in range(m, end)]
+    out = []
+    for key, k in places:
+        a = arrays[key]
+        v = int(a[k])
+        other = [v - 1, 0, 2 ** 40, -2 ** 40, 2 * v + 3][rng.integers(5)]
+        for new_v in sorted({v + 1, -1, other} - {v}):
+            new = a.copy()
+            new[k] = new_v
+            out.append((f"{key}[{k}] {v} -> {new_v}", None, {key: new}, None, None))
+    return out
 
 
 def mutations(header, arrays, seed, per_array=5):
@@ -197,7 +221,7 @@ def mutations(header, arrays, seed, per_array=5):
                 continue
             for _ in range(per_array):
                 k = int(rng.integers(a.size))
-                choices = _int_values(rng, int(a[k]), a, arrays, prefix, header)
+                choices = _int_values(rng, int(a[k]), arrays, prefix, header)
                 new = a.copy()
                 new[k] = _fit(choices[int(rng.integers(len(choices)))], a.dtype)
                 if new[k] != a[k]:
@@ -412,11 +436,16 @@ SEEDS = {"scalar": 1, "vector": 2, "wide": 3}
 def _figures(name, crafted):
     _, header, arrays, *_ = _program(name)
     counts = {"error": 0, "same": 0, "other": 0}
-    for m in mutations(header, arrays, SEEDS[name], per_array=3 if name == "wide" else 5):
+    muts = mutations(header, arrays, SEEDS[name], per_array=3 if name == "wide" else 5)
+    if crafted:             # (a damaged file's digest refuses these: they need a matching one)
+        muts += [(label, header, dict(arrays, **new), None, None) for label, _, new, _, _ in
+                 entry_mutations(arrays, "r0_", SEEDS[name])]
+    for m in muts:
         try:
             outcome = _outcome(name, m, crafted)
-        except AssertionError as e:
-            raise AssertionError(f"{name}, {'crafted' if crafted else 'damaged'}: {m[0]}: {e}")
+        except Exception as e:         # (named: which program, which way, which mutation)
+            raise AssertionError(f"{name}, {'crafted' if crafted else 'damaged'}: {m[0]}: "
+                                 f"{type(e).__name__}: {e}") from e
         if outcome:
             counts[outcome] += 1
     return counts

@@ -11,7 +11,7 @@ import numpy as np
 from ..grad_mode import STATE, enable_grad
 from ..kernels.replay import forward, guards_hold, value_and_grad
 from ..kernels.reverse import DONE
-from ..tape import COLUMNS, Layout, Tape
+from ..tape import COLUMNS, CONSUMED, Layout, Tape
 from ..tensor import Tensor, from_array
 from ..tracing import G_EQUAL, Recording, warn_frozen
 from . import vector_replay
@@ -161,6 +161,9 @@ def _freeze(t, xs, outs, rec, grads):
     t.flush()
     n = t.n
     cols = {name: getattr(t, name)[:n].copy() for name in _COLS}
+    # a backward the function ran consumed some entries of the tape; the recording keeps
+    # its own values, so a replay sweeps them as any other (the sweep would stop there)
+    cols["FLAGS"] &= np.uint8(~CONSUMED & 0xFF)
     ins = [x._i for x in xs]
     out_entries = [o._i for o in outs]
     grad_entries = [g._i for g in grads] if grads is not None else None

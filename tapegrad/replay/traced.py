@@ -316,11 +316,14 @@ class Traced:
 def _by_reference(fn):
     """``fn`` if pickle stores it by reference (its module, imported, holds it under its
     qualified name), else None."""
-    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    obj = sys.modules.get(module) if type(module) is str and type(name) is str else None
-    for part in name.split(".") if obj is not None else ():
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None)
+    obj = sys.modules.get(module) if type(module) is str else None
+    if obj is None or type(name) is not str:
+        return None
+    for part in name.split("."):
         obj = getattr(obj, part, None)
-    return fn if obj is fn and fn is not None else None
+    return fn if obj is fn else None
 
 
 def trace(fn, *example_args, on_guard_failure="retrace", argnums=None, optimize=True,
