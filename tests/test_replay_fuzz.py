@@ -411,3 +411,20 @@ def test_writes_through_views_of_traced_values_are_replayed():
                                    + p[2] ** 2, rtol=1e-12)
         np.testing.assert_allclose(float(y), float(traced(tg.tensor(p))), rtol=1e-12)
         np.testing.assert_allclose(traced.grad(tg.tensor(p)).numpy(), x.grad.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["node_hook", "saved_tensors_hooks"])
+def test_python_in_the_backward_is_refused_at_trace_time(kind):
+    """A Node hook or saved_tensors_hooks value runs Python in the backward, which a
+    replay cannot: refused when traced (a replay gave a silently zero gradient)."""
+    def with_node_hook(x):
+        y = x * 2
+        y.grad_fn.register_hook(lambda gi, go: None)
+        return (y * y).sum()
+
+    def with_saved_hooks(x):
+        with tg.autograd.graph.saved_tensors_hooks(lambda v: v, lambda v: v):
+            return (x * x).sum()
+    fn = with_node_hook if kind == "node_hook" else with_saved_hooks
+    with pytest.raises(tg.replay.ReplayError, match="cannot be traced for replay"):
+        trace(fn, tg.tensor([1.0, 2.0])).grad(tg.tensor([3.0, 4.0]))

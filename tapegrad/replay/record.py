@@ -155,9 +155,12 @@ class Record(Layout):
 
 
 def _freeze(t, xs, outs, rec, grads):
-    if t.autograd.hooks:
-        raise ReplayError("tensor hooks run Python during backward: a function that "
-                          "registers them cannot be traced for replay")
+    a = t.autograd
+    if a.hooks or a.node_hooks or a.packed:
+        what = ("tensor hooks" if a.hooks else "Node hooks" if a.node_hooks
+                else "saved_tensors_hooks")
+        raise ReplayError(f"{what} run Python during backward: a function that uses them "
+                          "cannot be traced for replay (call it eagerly)")
     t.flush()
     n = t.n
     cols = {name: getattr(t, name)[:n].copy() for name in _COLS}
