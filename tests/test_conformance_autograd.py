@@ -14,30 +14,10 @@ import pytest
 import torch
 
 import tapegrad
+from torch_programs import registry, run
 
 pytestmark = pytest.mark.usefixtures("torch_float64")
-PROGRAMS = {}
-
-
-def program(fn):
-    PROGRAMS[fn.__name__] = fn
-    return fn
-
-
-def _plain(r):
-    """A run's result as plain Python (tensors as nested lists, errors as their type)."""
-    if isinstance(r, (list, tuple)):
-        return [_plain(v) for v in r]
-    if isinstance(r, (torch.Tensor, tapegrad.Tensor)):
-        return np.asarray(r.detach().numpy(), np.float64).tolist()
-    return r
-
-
-def _run(prog, m):
-    try:
-        return _plain(prog(m))
-    except Exception as e:         # noqa: BLE001 (the error is the answer to compare)
-        return ("error", type(e).__name__)
+PROGRAMS, program = registry()
 
 
 # -- 1. in-place overwrite of a non-leaf ------------------------------------------------------
@@ -582,8 +562,8 @@ def second_backward_through_function_saving_nothing(m):
 # -- every program above, against PyTorch (last: PROGRAMS is complete here) ---------------------
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_like_torch(name):
-    want = _run(PROGRAMS[name], torch)
-    got = _run(PROGRAMS[name], tapegrad)
+    want = run(PROGRAMS[name], torch)
+    got = run(PROGRAMS[name], tapegrad)
     assert _same(got, want), (got, want)
 
 

@@ -4,10 +4,10 @@ live tapes or entries would grow them), and the tapes alive at the end."""
 import gc
 import sys
 
-import numpy as np
 import pytest
 
 import tapegrad as tg
+from bench import soak
 from tapegrad.tape import tape as tape_module
 
 PACKAGE = tg.__file__.rsplit("/", 1)[0]
@@ -40,18 +40,8 @@ def _counted(step, k):
     return counter.n
 
 
-def _assembled_vector():
-    w = tg.tensor([1.0, 2.0], requires_grad=True)
-    kept = [None]                  # the last result stays alive, as ``y = ...`` does
-
-    def step(i):
-        s = tg.zeros(2)
-        s[0] = w[0] * 2
-        kept[0] = s.sum()
-    return step
-
-
 def _scalar_forward_only():
+    """A scalar loop without backward whose last result stays alive."""
     x = tg.tensor(0.5, requires_grad=True)
     kept = [None]
 
@@ -63,34 +53,16 @@ def _scalar_forward_only():
     return step
 
 
-def _training():
-    model = tg.nn.Sequential(tg.nn.Linear(3, 8), tg.nn.Tanh(), tg.nn.Linear(8, 1))
-    opt = tg.optim.SGD(model.parameters(), lr=0.01)
-    data = tg.tensor(np.random.RandomState(0).randn(16, 3))
-
-    def step(i):
-        opt.zero_grad()
-        loss = (model(data) ** 2).mean()
-        loss.backward()
-        opt.step()
-    return step
+# the soak benchmark's patterns (``python -m bench.soak``), and one without backward
+PATTERNS = dict(soak.PATTERNS, scalar_forward_only=_scalar_forward_only)
 
 
-def _replay():
-    traced = tg.trace(lambda x: (x.sin() * x).sum(), tg.tensor([0.1, 0.2, 0.3]))
-    points = np.random.RandomState(1).randn(8, 3)
-
-    def step(i):
-        traced.grad(tg.tensor(points[i % 8]))
-    return step
-
-
-@pytest.mark.parametrize("make", [_assembled_vector, _scalar_forward_only, _training, _replay])
-def test_work_per_step_does_not_grow(make, monkeypatch):
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_work_per_step_does_not_grow(name, monkeypatch):
     # tapes move on every 8,192 entries here (65,536 by default): the old ones must die
     monkeypatch.setattr(tape_module, "_ROTATE_ENTRIES", 8192)
     before = len(_live_tapes()), len(tape_module._live)
-    step = make()
+    step = PATTERNS[name]()
     first = _counted(step, BLOCK)
     for i in range(STEPS - 2 * BLOCK):
         step(i)
@@ -111,7 +83,7 @@ def test_a_forward_only_loop_leaves_no_chain_of_tapes(monkeypatch):
     monkeypatch.setattr(tape_module, "_ROTATE_ENTRIES", 4096)
     gc.collect()
     before = len(_live_tapes())
-    step = _assembled_vector()
+    step = soak.PATTERNS["assemble"]()
     for i in range(8000):
         step(i)
     gc.collect()

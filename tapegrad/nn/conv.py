@@ -4,12 +4,11 @@
 wrapped around, through the same one gather."""
 import math
 
-from ..factories import empty
 from . import init
 from .functional.conv import (PADDING_MODES, _conv, _padding, _tuple, check_padding,
                                convolution)
+from .linear import weight_and_bias
 from .module import Module
-from .parameter import Parameter
 
 
 class _ConvNd(Module):
@@ -51,12 +50,7 @@ class _ConvNd(Module):
         self.output_padding = (0,) * nd
         self.groups = groups
         self.padding_mode = padding_mode
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *kernel_size,
-                                      dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, (out_channels, in_channels // groups, *kernel_size), bias, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -24,11 +24,7 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(empty(out_features, in_features, dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, (out_features, in_features), bias, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -44,3 +40,13 @@ class Linear(Module):
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+def weight_and_bias(module, shape, bias, dtype):
+    """``module.weight`` of ``shape`` and ``module.bias`` of ``shape[0]`` (or None), not
+    yet initialised (Linear's and the convolutions')."""
+    module.weight = Parameter(empty(*shape, dtype=dtype))
+    if bias:
+        module.bias = Parameter(empty(shape[0], dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
