@@ -101,6 +101,9 @@ def as_tensor(data, dtype=None, device=None):
     _device(device)
     if isinstance(data, Tensor) and (dtype is None or data.dtype is dtype):
         return data
+    if isinstance(data, np.ndarray) and data.flags.c_contiguous and (
+            dtype is None or dtypes.from_np(data.dtype) is dtype):
+        return from_numpy(data)       # shares the array, as PyTorch's (no copy needed)
     return tensor(data, dtype)
 
 

@@ -271,6 +271,15 @@ class Tensor:
             tracing.note(tracing.G_EQUAL, self, np.ravel(d))
         return d if d.__class__ is float else d.tolist()
 
+    def contiguous(self, memory_format=None):
+        """The tensor itself, or a copy if it is a view whose elements are not in order
+        in its base's storage (a transpose, an expand, a strided slice), as PyTorch's."""
+        return self if self.is_contiguous() else self.clone()
+
+    def is_contiguous(self, memory_format=None):
+        from .views import in_order
+        return in_order(self)
+
     def __reduce_ex__(self, protocol):
         """Pickled as its value, requires_grad and Parameter mark (any protocol); a
         tensor with a history comes back a leaf, as PyTorch's."""

@@ -53,6 +53,19 @@ def positions(base, fn, arg):
     return np.asarray(fn(from_array(np.arange(base.numel()).reshape(base._arr.shape)), arg)._arr)
 
 
+def in_order(x):
+    """Are x's elements consecutive, in order, in its base's storage (PyTorch's
+    contiguity of a view)?  A tensor that is no view holds its own, in order."""
+    link = _link(x)
+    if link is None or link[3]:
+        return True
+    pos = np.arange(x.numel())
+    while link is not None and not link[3]:          # positions in the outermost base
+        pos = positions(link[0], link[1], link[2]).reshape(-1)[pos]
+        link = _link(link[0])
+    return pos.size < 2 or bool((np.diff(pos) == 1).all())
+
+
 def check(x):
     """PyTorch's errors for an in-place op on ``x`` if it is a view: of a leaf that
     requires grad (grad mode), or with elements sharing one memory location."""

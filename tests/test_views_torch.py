@@ -144,6 +144,26 @@ def detach_of_leaf_may_be_written(m):
     return p
 
 
+@program
+def contiguous_copies_only_views_out_of_order(m):
+    x = m.ones(2, 3)
+    x.t().contiguous().add_(1)           # a copy: x unchanged
+    x[0].contiguous().mul_(5)            # in order: x itself changes
+    flags = [v.is_contiguous() for v in (x, x.t(), x[:, 1], x[1], x.expand(2, 2, 3),
+                                         x.view(3, 2), x[:, ::2], x.t()[0], x.t().t(),
+                                         x[:, 1:][0], x.view(6)[2:4])]
+    return [x, flags]
+
+
+@program
+def as_tensor_shares_a_numpy_array(m):
+    a = np.ones(3)
+    m.as_tensor(a).add_(1)
+    b = np.ones(3, np.float32)
+    m.as_tensor(b, dtype=m.float64).add_(1)  # converted: a copy
+    return [a, b]
+
+
 def test_programs_cover_the_cases():
     assert len(PROGRAMS) >= 14
 
