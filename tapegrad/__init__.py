@@ -32,6 +32,14 @@ from .extra_ops import (allclose, chain_matmul, detach, equal, isclose,  # noqa:
 from .scan_ops import cumprod, cumsum  # noqa: E402, F401
 from .shape_extras import (hstack, masked_fill, narrow, row_stack, select,  # noqa: E402, F401
                            vstack)
+from .more_ops import (argsort, ceil, cross, diag, einsum, flip, floor,  # noqa: E402, F401
+                       gather, index_select, isfinite, isinf, isnan, lerp, lgamma, linalg_cross,
+                       logical_and, logical_not, logical_or, logical_xor, meshgrid, movedim,
+                       multigammaln as mvlgamma, nan_to_num, randperm, repeat_interleave,
+                       roll, round, sort, topk, tril, triu, unflatten)
+from . import linalg as _linalg_module, special  # noqa: E402, F401
+_linalg_module.cross = linalg_cross          # torch.linalg.cross
+del linalg_cross
 
 globals().update(_EW)
 globals().update({alias: _EW[op.name] for op in _EW_OPS for alias in op.aliases

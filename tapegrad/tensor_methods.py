@@ -80,6 +80,16 @@ T.new_tensor = lambda self, data, dtype=None, device=None, requires_grad=False: 
 for _f in (narrow, select, repeat, masked_fill, masked_fill_, cumsum, cumprod, equal, allclose,
            isclose):
     setattr(T, _f.__name__, _f)
+# -- more ops (more_ops): indexing, sorting, rounding, tests of values ---------------------------
+from . import more_ops as _mo  # noqa: E402
+for _name in ("gather", "index_select", "flip", "roll", "repeat_interleave", "tril", "triu",
+              "diag", "movedim", "unflatten", "type_as", "new_empty", "sort", "argsort", "topk",
+              "floor", "ceil", "round", "isnan", "isinf", "isfinite", "nan_to_num", "lerp",
+              "logical_and", "logical_or", "logical_not", "logical_xor", "lgamma"):
+    setattr(T, _name, getattr(_mo, _name))
+T.cross = lambda self, other, dim=None: _mo.cross(self, other, dim)
+T.moveaxis = T.movedim
+T.mvlgamma = lambda self, p: _mo.multigammaln(self, p)
 # -- devices: every tensor is on the CPU ----------------------------------------------------------
 T.device = property(lambda self: CPU, doc="The tensor's device: always device(type='cpu').")
 T.is_cpu = property(lambda self: True)

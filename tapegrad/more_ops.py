@@ -1,0 +1,653 @@
+"""More PyTorch names composed of the ops tapegrad records (no kernel of their own):
+``einsum`` (broadcast multiply and sum), ``repeat_interleave`` / ``index_select`` /
+``gather`` / ``roll`` / ``flip`` / ``diag`` / ``sort`` / ``topk`` (indexing with index
+arrays: the gradient is the index entry's scatter-add), ``cross``, ``tril`` / ``triu``
+(masked_fill), ``movedim`` / ``unflatten`` / ``meshgrid`` (views), ``floor`` / ``ceil``
+/ ``round`` (a ``where`` that takes the rounded constant: zero gradient, as PyTorch),
+``nan_to_num``, ``lerp``, and results without a graph: ``isnan`` / ``isinf`` /
+``isfinite``, ``logical_*``, ``argsort``, ``randperm``."""
+import collections
+import warnings
+
+import numpy as np
+
+from . import dtypes
+from .elementwise import where
+from .factories import _rng, zeros
+from .reductions import composite, sum as _sum
+from .shape_extras import masked_fill
+from .shape_ops import _wrap_dim, cat, expand, getitem, permute, reshape
+from .tensor import Tensor, _leaf, _norm
+from .tracing import freeze
+
+SortResult = collections.namedtuple("sort", ["values", "indices"])
+TopkResult = collections.namedtuple("topk", ["values", "indices"])
+
+
+def _const(arr):
+    return _leaf(_norm(np.asarray(arr)))
+
+
+def _index_np(index, name):
+    if isinstance(index, Tensor):
+        if index.dtype.is_floating_point or index.dtype is dtypes.bool_:
+            raise RuntimeError(f"{name}(): Expected dtype int32/int64 for index")
+        freeze(index)
+        return np.asarray(index._arr, np.int64)
+    return np.asarray(index, np.int64)
+
+
+def _take_along(input, dim, idx):
+    """``input`` indexed by ``idx`` (same ndim) along ``dim``, other dims by position."""
+    key = []
+    for d in range(idx.ndim):
+        if d == dim:
+            key.append(idx)
+        else:
+            shape = [1] * idx.ndim
+            shape[d] = idx.shape[d]
+            key.append(np.broadcast_to(np.arange(idx.shape[d]).reshape(shape), idx.shape))
+    return getitem(input, tuple(_const(k) for k in key))
+
+
+def _select_along(input, dim, idx):
+    """``input`` indexed by the 1-D ``idx`` along ``dim``."""
+    key = (slice(None),) * dim + (_const(np.asarray(idx, np.int64)),)
+    return getitem(input, key)
+
+
+# -- indexing ----------------------------------------------------------------------------------
+def gather(input, dim, index, *, sparse_grad=False):
+    """``out[i][j][k] = input[index[i][j][k]][j][k]`` (for dim 0), the others likewise."""
+    if not isinstance(index, Tensor) or index.dtype is not dtypes.int64:
+        raise RuntimeError("gather(): Expected dtype int64 for index")
+    nd = max(input.ndim, 1)
+    dim = _wrap_dim(dim, nd)
+    if max(index.ndim, 1) != nd:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input "
+                           "tensor")
+    idx = _index_np(index, "gather").reshape(index.shape if index.ndim else (1,))
+    x = input if input.ndim else reshape(input, (1,))
+    for d in range(nd):
+        if d != dim and idx.shape[d] > x.shape[d]:
+            raise RuntimeError(f"Size does not match at dimension {d} expected index "
+                               f"{list(idx.shape)} to be no larger than self "
+                               f"{list(x.shape)} apart from dimension {dim}")
+    n = x.shape[dim]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        raise RuntimeError(f"index {int(idx.max() if idx.max() >= n else idx.min())} is out of "
+                           f"bounds for dimension {dim} with size {n}")
+    if idx.size and idx.min() < 0:
+        raise RuntimeError(f"index {int(idx.min())} is out of bounds for dimension {dim} with "
+                           f"size {n}")
+    out = composite("GatherBackward0", lambda: _take_along(x, dim, idx), input)
+    return reshape(out, ()) if input.ndim == 0 else out
+
+
+def index_select(input, dim, index):
+    """The entries ``index`` (1-D integers) along ``dim``."""
+    if not isinstance(index, Tensor):
+        raise TypeError(f"index_select(): argument 'index' (position 3) must be Tensor, not "
+                        f"{type(index).__name__}")
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    idx = _index_np(index, "index_select").reshape(-1)
+    nd = max(input.ndim, 1)
+    dim = _wrap_dim(dim, nd)
+    x = input if input.ndim else reshape(input, (1,))
+    n = x.shape[dim]
+    bad = idx[(idx < 0) | (idx >= n)]
+    if bad.size:
+        raise IndexError("index out of range in self")
+    out = composite("IndexSelectBackward0", lambda: _select_along(x, dim, idx), input)
+    return reshape(out, ()) if input.ndim == 0 else out
+
+
+def _dims_arg(dims, ndim):
+    if isinstance(dims, (int, np.integer)):
+        dims = (dims,)
+    dims = tuple(_wrap_dim(int(d), max(ndim, 1)) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"dims has duplicates, original flip dims size={len(dims)}, but "
+                           f"unique flip dims size={len(set(dims))}")
+    return dims
+
+
+def flip(input, dims):
+    """The entries in reverse order along each of ``dims``."""
+    dims = _dims_arg(dims, input.ndim)
+    if input.ndim == 0:
+        return input.clone()
+
+    def body():
+        y = input
+        for d in dims:
+            y = _select_along(y, d, np.arange(input.shape[d] - 1, -1, -1))
+        return y
+    return composite("FlipBackward0", body, input) if dims else input.clone()
+
+
+def roll(input, shifts, dims=None):
+    """Entries shifted by ``shifts`` along ``dims`` (wrapping round); without dims the
+    flattened tensor is rolled and reshaped back."""
+    shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, "
+                               "dims:0")
+        flat = reshape(input, (-1,))
+        return reshape(roll(flat, shifts, 0), tuple(input.shape))
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
+                           f"{len(dims)}")
+    dims = tuple(_wrap_dim(int(d), max(input.ndim, 1)) for d in dims)
+
+    def body():
+        y = input
+        for s, d in zip(shifts, dims):
+            n = input.shape[d]
+            if n:
+                y = _select_along(y, d, (np.arange(n) - int(s)) % n)
+        return y
+    return composite("RollBackward0", body, input)
+
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """Each entry repeated ``repeats`` times (an int, or one count per entry along
+    ``dim``); without ``dim`` the tensor is flattened.  ``repeat_interleave(counts)``
+    repeats the indices 0, 1, ... ``counts[i]`` times."""
+    if repeats is None:
+        counts = _index_np(input, "repeat_interleave")
+        if input.ndim != 1:
+            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+        if (counts < 0).any():
+            raise RuntimeError("repeats can not be negative")
+        return _leaf(np.repeat(np.arange(len(counts), dtype=np.int64), counts))
+    if dim is None:
+        x, dim = reshape(input, (-1,)), 0
+    else:
+        x, dim = input, _wrap_dim(dim, max(input.ndim, 1))
+        if x.ndim == 0:
+            x = reshape(x, (1,))
+    n = x.shape[dim]
+    if isinstance(repeats, Tensor):
+        if repeats.ndim > 1:
+            raise RuntimeError("repeat_interleave only accept 1D vector as repeat")
+        counts = _index_np(repeats, "repeat_interleave").reshape(-1)
+        if counts.size == 1:
+            counts = np.repeat(counts, n)
+        elif counts.size != n:
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                               f"repeats.size(0) = {counts.size} and input.size({dim}) = {n}")
+    else:
+        if int(repeats) < 0:
+            raise RuntimeError("Repeats must be non-negative")
+        counts = np.full(n, int(repeats), np.int64)
+    if (counts < 0).any():
+        raise RuntimeError("repeats can not be negative")
+    idx = np.repeat(np.arange(n), counts)
+    return composite("IndexSelectBackward0", lambda: _select_along(x, dim, idx), input)
+
+
+# -- einsum --------------------------------------------------------------------------------------
+def einsum(equation, *operands):
+    """Einstein summation: each operand's dims permuted into one order of all letters (1
+    where it lacks one), multiplied with broadcasting, the letters not in the output summed.
+    Repeated letters in one operand take its diagonal; ``...`` broadcasts."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) > len(operands):
+        raise RuntimeError("einsum(): fewer operands were provided than specified in the "
+                           "equation")
+    if len(terms) < len(operands):
+        raise RuntimeError("einsum(): more operands were provided than specified in the "
+                           "equation")
+    for ch in eq:
+        if not (ch.isalpha() or ch in ",->."):
+            raise RuntimeError(f"einsum(): invalid subscript given at index {eq.index(ch)} in "
+                               f"the equation string, subscripts must be in [a-zA-Z]")
+    n_ell = 0
+    for term, op in zip(terms, operands):
+        letters = len(term.replace("...", ""))
+        if "..." in term:
+            if letters > op.ndim:
+                raise RuntimeError(f"einsum(): the number of subscripts in the equation "
+                                   f"({letters}) is more than the number of dimensions "
+                                   f"({op.ndim}) for operand {terms.index(term)}")
+            n_ell = max(n_ell, op.ndim - letters)
+        elif letters != op.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation ({letters}) "
+                               f"does not match the number of dimensions ({op.ndim}) for "
+                               f"operand {terms.index(term)} and no ellipsis was given")
+    ell = [chr(0x100 + k) for k in range(n_ell)]           # labels of the ellipsis dims
+
+    def labels(term, ndim):
+        if "..." not in term:
+            return list(term)
+        a, _, b = term.partition("...")
+        k = ndim - len(a) - len(b)
+        return list(a) + ell[n_ell - k:] + list(b)
+    subs = [labels(t, op.ndim) for t, op in zip(terms, operands)]
+    if arrow:
+        out = labels(rhs, n_ell + len(rhs.replace("...", ""))) if "..." in rhs else list(rhs)
+        if "..." not in rhs:
+            out = list(rhs)
+        for ch in out:
+            if ch not in ell and not any(ch in s for s in subs):
+                raise RuntimeError(f"einsum(): output subscript {ch} does not appear in the "
+                                   "equation for any input operand")
+        if len(set(out)) != len(out):
+            raise RuntimeError("einsum(): output subscript appears more than once in the output")
+    else:
+        counts = collections.Counter(ch for s in subs for ch in s if ch not in ell)
+        out = ell + sorted((ch for ch in counts if counts[ch] == 1),
+                           key=lambda c: (c.islower(), c))
+    every = list(out) + sorted({ch for s in subs for ch in s} - set(out))
+    contracted = len(every) - len(out)
+
+    def body():
+        total = None
+        for number, (s, op) in enumerate(zip(subs, operands)):
+            x, s = op, list(s)
+            while len(set(s)) != len(s):                     # a repeated letter: diagonal
+                ch = next(c for c in s if s.count(c) > 1)
+                i = s.index(ch)
+                j = s.index(ch, i + 1)
+                if x.shape[i] != x.shape[j]:
+                    raise RuntimeError(f"einsum(): subscript {ch} is repeated for operand "
+                                       f"{number} but the sizes "
+                                       f"don't match, {x.shape[i]} != {x.shape[j]}")
+                rest = [k for k in range(len(s)) if k not in (i, j)]
+                x = permute(x, rest + [i, j])
+                ar = _const(np.arange(x.shape[-1]))
+                x = getitem(x, (Ellipsis, ar, ar))
+                s = [s[k] for k in rest] + [ch]
+            order = sorted(range(len(s)), key=lambda k: every.index(s[k]))
+            if order != list(range(len(s))):
+                x = permute(x, order)
+            present = [s[k] for k in order]
+            shape = [x.shape[present.index(ch)] if ch in present else 1 for ch in every]
+            x = reshape(x, tuple(shape))
+            total = x if total is None else total * x
+        if contracted:
+            total = _sum(total, tuple(range(len(out), len(every))))
+        return total
+    return body()
+
+
+# -- cross ---------------------------------------------------------------------------------------
+def _cross(input, other, dim):
+    a = expand(input, _bshape(input, other))
+    b = expand(other, _bshape(input, other))
+    p, q = np.array([1, 2, 0]), np.array([2, 0, 1])
+    return _select_along(a, dim, p) * _select_along(b, dim, q) - \
+        _select_along(a, dim, q) * _select_along(b, dim, p)
+
+
+def _bshape(a, b):
+    return tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+
+
+def linalg_cross(input, other, *, dim=-1):
+    """The cross product of 3-vectors along ``dim`` (inputs broadcast)."""
+    if input.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    shape = _bshape(input, other)
+    d = _wrap_dim(dim, len(shape))
+    n_a = input.shape[d - len(shape) + input.ndim] if d - len(shape) + input.ndim >= 0 else 1
+    n_b = other.shape[d - len(shape) + other.ndim] if d - len(shape) + other.ndim >= 0 else 1
+    if n_a != 3 or n_b != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. Got "
+                           f"{n_a} and {n_b}")
+    return composite("LinalgCrossBackward0", lambda: _cross(input, other, d), input, other)
+
+
+def cross(input, other, dim=None):
+    """``linalg.cross``; without ``dim`` the first dim of length 3 (deprecated, warns)."""
+    if dim is None:
+        warnings.warn("Using torch.cross without specifying the dim arg is deprecated.\n"
+                      "Please either pass the dim explicitly or simply use torch.linalg.cross."
+                      "\nThe default value of dim will change to agree with that of "
+                      "linalg.cross in a future release.", UserWarning, stacklevel=2)
+        shape = _bshape(input, other)
+        dim = next((k for k, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise RuntimeError("no dimension of size 3 in input")
+    return linalg_cross(input, other, dim=dim)
+
+
+# -- triangles, diagonals ------------------------------------------------------------------------
+def _triangle(name, input, diagonal, keep):
+    if input.ndim < 2:
+        raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+    r, c = input.shape[-2:]
+    mask = keep(np.arange(r)[:, None] + diagonal, np.arange(c)[None, :])
+    node = "TrilBackward0" if name == "tril" else "TriuBackward0"
+    return composite(node, lambda: masked_fill(input, _const(~mask), 0), input)
+
+
+def tril(input, diagonal=0):
+    """The lower triangle (entries with ``col - row <= diagonal``), the rest 0."""
+    return _triangle("tril", input, diagonal, lambda i, j: j <= i)
+
+
+def triu(input, diagonal=0):
+    """The upper triangle (entries with ``col - row >= diagonal``), the rest 0."""
+    return _triangle("triu", input, diagonal, lambda i, j: j >= i)
+
+
+def diag(input, diagonal=0):
+    """A 1-D tensor put on a diagonal of a square matrix, or a matrix's diagonal."""
+    if input.ndim == 1:
+        n = input.shape[0]
+        m = n + abs(diagonal)
+        pos = np.zeros((m, m), np.int64)
+        k = np.arange(n)
+        r, c = (k, k + diagonal) if diagonal >= 0 else (k - diagonal, k)
+        pos[r, c] = k + 1
+
+        def body():
+            padded = cat([zeros(1, dtype=input.dtype), input])
+            return getitem(padded, (_const(pos),))
+        return composite("DiagEmbedBackward0", body, input)
+    if input.ndim == 2:
+        rows, cols = input.shape
+        if diagonal >= 0:
+            n = max(min(rows, cols - diagonal), 0)
+            r, c = np.arange(n), np.arange(n) + diagonal
+        else:
+            n = max(min(rows + diagonal, cols), 0)
+            r, c = np.arange(n) - diagonal, np.arange(n)
+        return composite("DiagonalBackward0",
+                         lambda: getitem(input, (_const(r), _const(c))), input)
+    raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D")
+
+
+# -- views ---------------------------------------------------------------------------------------
+def movedim(input, source, destination):
+    """Dims ``source`` moved to positions ``destination``, the others in order."""
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
+                           f"dims) should contain the same number of dims as destination "
+                           f"({list(dst)} dims)")
+    nd = input.ndim
+    src = [_wrap_dim(d, max(nd, 1)) for d in src]
+    dst = [_wrap_dim(d, max(nd, 1)) for d in dst]
+    if len(set(src)) != len(src):
+        raise RuntimeError(f"movedim: repeated dim in `source` ({list(src)})")
+    if len(set(dst)) != len(dst):
+        raise RuntimeError(f"movedim: repeated dim in `destination` ({list(dst)})")
+    if nd == 0:
+        return input.view(())
+    order = [None] * nd
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(d for d in range(nd) if d not in src)
+    order = [o if o is not None else next(rest) for o in order]
+    return permute(input, order)
+
+
+def unflatten(input, dim, sizes):
+    """Dim ``dim`` split into ``sizes`` (one may be -1)."""
+    dim = _wrap_dim(dim, max(input.ndim, 1))
+    sizes = list(sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    n = input.shape[dim]
+    if -1 in sizes:
+        known = int(np.prod([s for s in sizes if s != -1]))
+        sizes[sizes.index(-1)] = n // known if known else 0
+    if int(np.prod(sizes)) != n:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
+                           f"size of dim {dim} ({n}) in the input tensor")
+    shape = tuple(input.shape[:dim]) + tuple(sizes) + tuple(input.shape[dim + 1:])
+    return input.view(shape)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids: tensor i expanded along output dim i ('ij'), the first two
+    swapped for 'xy'."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass "
+                      "the indexing argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f"torch.meshgrid: indexing must be one of \"xy\" or \"ij\", but "
+                           f"received: {indexing}")
+    for t in tensors:
+        if t.ndim > 1:
+            raise RuntimeError("torch.meshgrid: Expected 0D or 1D tensor in the tensor list "
+                               f"but got: {t}")
+    sizes = [t.numel() for t in tensors]
+    pos = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) >= 2:
+        pos[0], pos[1] = 1, 0
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for t, p in zip(tensors, pos):
+        shape = [1] * len(tensors)
+        shape[p] = -1
+        out.append(expand(t.view(tuple(shape)), tuple(sizes)))
+    return tuple(out)
+
+
+# -- new tensors ---------------------------------------------------------------------------------
+def type_as(self, other):
+    return self.to(other.dtype)
+
+
+def new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
+              pin_memory=False):
+    return zeros(*size, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, out=None,
+             layout=None, pin_memory=False):
+    """The integers 0 .. n-1 in random order (int64 unless ``dtype`` says otherwise)."""
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    g = generator if generator is not None else _rng[0]
+    d = dtypes.to_np(dtype) or np.int64
+    t = _leaf(g.permutation(int(n)).astype(d))
+    return t.requires_grad_() if requires_grad else t
+
+
+# -- sorting -------------------------------------------------------------------------------------
+def _argsort_np(input, dim, descending):
+    freeze(input)
+    a = np.asarray(input._arr)
+    if a.ndim == 0:
+        return np.zeros((), np.int64)
+    if not descending:
+        return np.argsort(a, axis=dim, kind="stable")
+    n = a.shape[dim]
+    rev = np.flip(a, axis=dim)
+    idx = np.flip(np.argsort(rev, axis=dim, kind="stable"), axis=dim)
+    return (n - 1 - idx).astype(np.int64)
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices) sorted along ``dim``; ties keep their order (stable), nan last
+    (first when descending), as PyTorch."""
+    if input.ndim == 0:
+        return SortResult(input.clone(), _leaf(np.zeros((), np.int64)))
+    dim = _wrap_dim(dim, input.ndim)
+    idx = _argsort_np(input, dim, descending)
+    values = composite("SortBackward0", lambda: _take_along(input, dim, idx), input)
+    return SortResult(values, _leaf(idx.astype(np.int64)))
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    """The indices that sort along ``dim`` (int64, no graph)."""
+    if input.ndim == 0:
+        return _leaf(np.zeros((), np.int64))
+    dim = _wrap_dim(dim, input.ndim)
+    return _leaf(_argsort_np(input, dim, descending).astype(np.int64))
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (or smallest) entries along ``dim`` and their indices."""
+    d = _wrap_dim(dim, max(input.ndim, 1))
+    n = input.shape[d] if input.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    if input.ndim == 0:
+        return TopkResult(input.clone(), _leaf(np.zeros((), np.int64)))
+    idx = np.take(_argsort_np(input, d, largest), np.arange(k), axis=d)
+    values = composite("TopkBackward0", lambda: _take_along(input, d, idx), input)
+    return TopkResult(values, _leaf(idx.astype(np.int64)))
+
+
+# -- rounding: values with zero gradient ---------------------------------------------------------
+def _rounded(name, node, input, fn):
+    freeze(input)
+    if not input.dtype.is_floating_point:
+        return input.clone()
+    value = _const(fn(np.asarray(input._arr)).astype(input.dtype.np))
+    never = _const(np.zeros(tuple(input.shape), bool))
+    return composite(node, lambda: where(never, input, value), input)
+
+
+def floor(input):
+    return _rounded("floor", "FloorBackward0", input, np.floor)
+
+
+def ceil(input):
+    return _rounded("ceil", "CeilBackward0", input, np.ceil)
+
+
+def round(input, *, decimals=0):
+    if decimals:
+        return _rounded("round", "RoundBackward1", input, lambda a: np.round(a, decimals))
+    return _rounded("round", "RoundBackward0", input, np.round)
+
+
+# -- tests of values, logical ops (no graph) -----------------------------------------------------
+def _values(x):
+    if not isinstance(x, Tensor):
+        return np.asarray(x)
+    freeze(x)
+    return np.asarray(x._arr)
+
+
+def isnan(input):
+    return _const(np.isnan(_values(input)))
+
+
+def isinf(input):
+    return _const(np.isinf(_values(input)))
+
+
+def isfinite(input):
+    return _const(np.isfinite(_values(input)))
+
+
+def logical_not(input):
+    return _const(np.logical_not(_values(input)))
+
+
+def logical_and(input, other):
+    return _const(np.logical_and(_values(input), _values(other)))
+
+
+def logical_or(input, other):
+    return _const(np.logical_or(_values(input), _values(other)))
+
+
+def logical_xor(input, other):
+    return _const(np.logical_xor(_values(input), _values(other)))
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """nan, +inf, -inf replaced (by 0, the dtype's largest, its lowest by default); the
+    gradient is 1 where the entry is kept, 0 where replaced."""
+    if not input.dtype.is_floating_point:
+        return input.clone()
+    info = np.finfo(input.dtype.np)
+    posinf = float(info.max) if posinf is None else posinf
+    neginf = float(info.min) if neginf is None else neginf
+    a = _values(input)
+
+    def body():
+        y = masked_fill(input, _const(np.isnan(a)), nan)
+        y = masked_fill(y, _const(np.isposinf(a)), posinf)
+        return masked_fill(y, _const(np.isneginf(a)), neginf)
+    return composite("NanToNumBackward0", body, input)
+
+
+def lerp(input, end, weight):
+    """``input + weight (end - input)`` (``end - (end - input)(1 - weight)`` where
+    ``|weight| >= 0.5``, as PyTorch computes it)."""
+    if isinstance(weight, Tensor):
+        def body():
+            diff = end - input
+            small = weight.abs() < 0.5
+            return where(small, input + weight * diff, end - diff * (1 - weight))
+        return composite("LerpBackward1", body, input, end, weight)
+    w = float(weight)
+
+    def body_scalar():
+        diff = end - input
+        return input + w * diff if abs(w) < 0.5 else end - diff * (1 - w)
+    return composite("LerpBackward0", body_scalar, input, end)
+
+
+# -- special functions ---------------------------------------------------------------------------
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028,
+            771.32342877765313, -176.61502916214059, 12.507343278686905,
+            -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7)
+
+
+_HALF_LOG_2PI = 0.5 * float(np.log(2 * np.pi))
+_LOG_PI = float(np.log(np.pi))
+_PI = float(np.pi)
+
+
+def _lgamma_positive(x):
+    """log Gamma(x) for x > 0: Lanczos (g = 7) for log Gamma(x + 1), less log x."""
+    series = _LANCZOS[0]
+    for i, c in enumerate(_LANCZOS[1:], 1):
+        series = series + c / (x + i)
+    t = x + 7.5
+    return _HALF_LOG_2PI + (x + 0.5) * t.log() - t + series.log() - x.log()
+
+
+def lgamma(input):
+    """log |Gamma(x)|: Lanczos for x > 0, the reflection formula below (composed of
+    elementwise ops, so its gradient is the digamma function)."""
+    if not input.dtype.is_floating_point:
+        input = input.to(dtypes.get_default_dtype())
+    a = _values(input)
+    if (a > 0).all():
+        return composite("LgammaBackward0", lambda: _lgamma_positive(input), input)
+
+    def body():
+        pos = _const(a > 0)
+        xp = where(pos, input, 1.0)
+        xn = where(pos, 0.5, input)
+        neg = _LOG_PI - (_PI * xn).sin().abs().log() - _lgamma_positive(1 - xn)
+        return where(pos, _lgamma_positive(xp), neg)
+    return composite("LgammaBackward0", body, input)
+
+
+def multigammaln(input, p):
+    """The multivariate log-gamma of dimension ``p``:
+    ``sum_j lgamma(x - j / 2) + p (p - 1) / 4 log(pi)``."""
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+
+    def body():          # (PyTorch 2.13 does not check x > (p - 1) / 2: inf or nan there)
+        total = None
+        for j in range(p):
+            term = lgamma(input - j / 2)
+            total = term if total is None else total + term
+        return total + p * (p - 1) / 4 * _LOG_PI
+    return composite("MvlgammaBackward0", body, input)
