@@ -82,7 +82,8 @@ def _make(arr, requires_grad=False):
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
-    _device(device)
+    if device is not None:
+        _device(device)
     if isinstance(data, Tensor) and traced_entry(data) is not None:
         if not requires_grad:        # a copy of a traced value: recomputed by a replay
             out = data.detach().clone()   # (its own storage, as PyTorch's copy)

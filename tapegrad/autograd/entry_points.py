@@ -71,18 +71,18 @@ def _accumulate(x, g):
     if extra and "_hooks" in extra:
         g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np,
                       accumulate_hooks(extra))
-    old = x.grad
+    old = extra.get("_grad")           # (x.grad's own slot: no property on the hot path)
     d = x._d
     if d.__class__ is float:           # the scalar path: one float, one new tensor
         if old is None:
             o = _new(Tensor)
             o._d, o._t, o._tid, o._i, o._rg = float(g), None, 0, -1, False
-            x.grad = o
+            extra["_grad"] = o
         else:
             old._d = old._d + g
         return g
     if old is None:
-        x.grad = _leaf(_norm(np.array(g, d.dtype)))        # always a copy: g may view G
+        extra["_grad"] = _leaf(_norm(np.array(g, d.dtype)))   # always a copy: g may view G
     else:
         old._d = _norm(np.asarray(old._arr + g, d.dtype))
     return g
@@ -133,7 +133,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
         for leaf, g in deliveries:
             if leaf._rg:
-                fresh = leaf.grad is None
+                fresh = "_grad" not in leaf.__dict__ or leaf.__dict__["_grad"] is None
                 g = accumulate(leaf, g)
                 extra = leaf.__dict__
                 if "_post_hooks" in extra:

@@ -17,8 +17,21 @@ def _viewed(V, frames=1):
     return sys.getrefcount(V) > 2 + frames   # + the attribute and getrefcount's argument
 
 
+def zeros(n):
+    """``n`` read-only zeros: a view of one shared array, grown as needed (what a
+    released tape keeps in place of its values; nothing can write it)."""
+    if _zeros[0].shape[0] < n:
+        z = np.zeros(max(n, 2 * _zeros[0].shape[0]))
+        z.flags.writeable = False
+        _zeros[0] = z
+    return _zeros[0][:n]
+
+
+_zeros = [np.zeros(0)]
+
+
 def _pool_arena(V):
-    if (V.shape[0] >= 1024 and len(_pool) < 16 and not _viewed(V, 2)
+    if (V.shape[0] >= 1024 and len(_pool) < 16 and V.flags.writeable and not _viewed(V, 2)
             and V.nbytes + sum(a.nbytes for a in _pool) <= _POOL_BYTES):
         _pool.append(V)
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..grad_mode import STATE
 from ..ops.table import CODE
-from .arena import _col_pool, _grow, _pool, _pool_arena, _viewed
+from .arena import _col_pool, _grow, _pool, _pool_arena, _viewed, zeros
 from .columns import _COLUMNS, Layout
 from .entry_state import EntryState
 
@@ -280,13 +280,13 @@ class Tape(Layout):
 
     def release(self):
         """Drop the value arena once no entry left reads a value; keep the structure for
-        views.  Zeros stand in (lazily mapped: no memory until touched) so that a later
+        views.  Shared read-only zeros stand in (``arena.zeros``) so that a later
         backward through entries that read no value (``c = b + 1``) can still sweep."""
         if not self.released:
             self.released = True
             if not _viewed(self.V):
                 _pool_arena(self.V)
-                self.V = np.zeros(self.nv)
+                self.V = zeros(self.nv)
             # else tensors hold views of it (their memory stays anyway): kept, for
             # __del__ to pool once they are gone
 
