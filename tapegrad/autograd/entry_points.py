@@ -113,9 +113,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     outputs = _as_tuple(tensors)
     if retain_graph is None:
         retain_graph = create_graph
-    traced = STATE.trace is not None and not create_graph
-    if traced:                 # recorded, then detached: a replay recomputes the gradient
-        create_graph = True
+    traced, create_graph = _while_tracing(create_graph)
     seeds = _prepare(outputs, grad_tensors, create_graph)
     accumulate = _detached(accumulate_recorded) if traced else \
         accumulate_recorded if create_graph else _accumulate
@@ -141,6 +139,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                     acc = accumulate_hooks(extra)
                     if acc is not None:   # a new .grad is the gradient itself (PyTorch's)
                         accumulate_post_hooks(acc, leaf.grad if fresh else g)
+
+
+def _while_tracing(create_graph):
+    """(traced, create_graph): while tracing, a backward without ``create_graph`` is
+    recorded (and its results detached), so that a replay recomputes the gradient."""
+    traced = STATE.trace is not None and not create_graph
+    return traced, create_graph or traced
 
 
 def _detached(accumulate):
@@ -177,9 +182,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
-    traced = STATE.trace is not None and not create_graph
-    if traced:                 # recorded, then detached: a replay recomputes the gradient
-        create_graph = True
+    traced, create_graph = _while_tracing(create_graph)
     seeds = _prepare(outputs, grad_outputs, create_graph)
     _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
     if traced:

@@ -100,7 +100,9 @@ class _BatchNorm(Module):
         super()._load_local(state_dict, prefix, missing, unexpected, errors)
 
     def _check_input_dim(self, input):
-        raise NotImplementedError
+        """Each BatchNorm class checks its input's dims (BatchNorm1d: 2-D or 3-D)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say which input dims it "
+                                  "takes (_check_input_dim)")
 
     def forward(self, input):
         self._check_input_dim(input)
