@@ -50,6 +50,7 @@ def _adopt(x, compute):
         out = _leaf(out._d)
     if out._t is not None:
         keep_old_history(x)
+        _leave_source(x)
         if x._retains:         # .grad is the new version's gradient, as PyTorch's
             x._t.autograd.retained.pop(x._i, None)
             out._t.autograd.retained[out._i] = x
@@ -65,6 +66,19 @@ def _adopt(x, compute):
     x._version = version
     views.after_inplace(x)
     return x
+
+
+def _leave_source(x):
+    """Before a constant x takes a history: the source entry that holds it on its tape
+    gets a stand-in with its old value, so that the tape (which x will refer to) does
+    not refer back to x.  Such a cycle would keep each tape of an assembling loop alive
+    until the cyclic collector ran (the soak's RSS grew by a tenth)."""
+    if x._t is None and x._tid:
+        t = live_tape(x._tid)
+        if t is not None and t.sources.get(x._i) is x:
+            stand = _leaf(x._d)
+            stand._tid, stand._i = x._tid, x._i
+            t.sources[x._i] = stand
 
 
 def _check_traced_write(x):

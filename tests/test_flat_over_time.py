@@ -59,7 +59,7 @@ PATTERNS = dict(soak.PATTERNS, scalar_forward_only=_scalar_forward_only)
 
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_work_per_step_does_not_grow(name, monkeypatch):
-    # tapes move on every 8,192 entries here (65,536 by default): the old ones must die
+    # tapes move on every 8,192 entries here (4,096 by default): the old ones must die
     monkeypatch.setattr(tape_module, "_ROTATE_ENTRIES", 8192)
     before = len(_live_tapes()), len(tape_module._live)
     step = PATTERNS[name]()
@@ -88,3 +88,43 @@ def test_a_forward_only_loop_leaves_no_chain_of_tapes(monkeypatch):
         step(i)
     gc.collect()
     assert len(_live_tapes()) - before <= 2
+
+
+def test_an_assembling_loop_frees_its_tapes_without_the_cyclic_collector(monkeypatch):
+    """A constant written in place (``s[0] = w[0] * 2``) takes a history on the tape
+    that holds it as a source: the tape referred to the tensor and the tensor to the
+    tape, so each tape waited for the cyclic collector (80 tapes alive after 40,000
+    steps with it off; RSS x1.11 over the soak).  Now the refcount frees them."""
+    monkeypatch.setattr(tape_module, "_ROTATE_ENTRIES", 4096)
+    gc.collect()
+    before = len(_live_tapes())
+    step = soak.PATTERNS["assemble"]()
+    gc.disable()
+    try:
+        for i in range(8000):
+            step(i)
+        alive = len(_live_tapes()) - before
+    finally:
+        gc.enable()
+    assert alive <= 2
+
+
+def test_a_constant_written_in_place_after_an_op_read_it():
+    """The tape keeps a stand-in for the constant: an op that saved it still sees the
+    change (PyTorch's error), one that saved nothing still backpropagates."""
+    import torch
+    results = {}
+    for lib in (tg, torch):
+        w = lib.tensor([1.0, 2.0], requires_grad=True)
+        s = lib.tensor([3.0, 4.0])
+        y = (w + s).sum() + (w * s).sum()       # mul saves s, add does not
+        s[0] = w[0] * 5
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            (y + s.sum()).backward(retain_graph=True)
+        w2 = lib.tensor([1.0, 2.0], requires_grad=True)
+        s2 = lib.tensor([3.0, 4.0])
+        y2 = (w2 + s2).sum()
+        s2[0] = w2[0] * 5
+        (y2 * s2.sum()).backward()
+        results[lib] = w2.grad.tolist()
+    assert results[tg] == results[torch]
