@@ -89,6 +89,9 @@ def _piece_again(b, arg):
     return _pieces(b, dim, bounds, code)[k]
 
 
+views.MULTI_OUTPUT.add(_piece_again)
+
+
 def _dims(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, Size)):
         return tuple(shape[0])
@@ -408,6 +411,8 @@ def _basic(x, arr, view, code, group=()):
 def _pieces(x, dim, bounds, code):
     dim = _wrap_dim(dim, x.ndim)
     arr = contiguous(x._arr)
+    if dim == 0 and code == _UNBIND:
+        return _rows(x, arr, bounds)
     out = []
     first = None
     for k, (a, b) in enumerate(bounds):
@@ -420,6 +425,40 @@ def _pieces(x, dim, bounds, code):
             first = piece
         out.append(views.mark(piece, x, _piece_again, (dim, bounds, code, k)))
     return tuple(out)
+
+
+_UNBIND = CODE["unbind"]
+
+
+def _rows(x, arr, bounds):
+    """``unbind(x, 0)`` (iterating a vector or a batch), recorded as ``_pieces`` records
+    it, without NumPy view arithmetic per row: row k is the block at k * m of x's
+    contiguous values.  The rows of a float64 vector are Python floats (the scalar fast
+    path)."""
+    rest = arr.shape[1:]
+    m = math.prod(rest)
+    strides = contiguous_strides(rest)
+    if arr.ndim == 1 and arr.dtype == np.float64:
+        values = arr.tolist()
+    else:
+        values = [_norm(np.array(r)) for r in arr]
+    t = recording(x) if arr.dtype.kind == "f" else None
+    if t is None:
+        if STATE.trace is not None:
+            freeze(x)
+        pieces = [_leaf(v) for v in values]
+    else:
+        ia, rg = buf(t, x, False), x._rg
+        append = t.append
+        pieces, first = [], -1
+        for k, v in enumerate(values):
+            i = append(_UNBIND, ia, -1, v, (k * m,) + strides + (first, k))
+            if k == 0:
+                first = i
+            pieces.append(_result(v, t, i, rg))
+    mark = views.mark
+    return tuple([mark(p, x, _piece_again, (0, bounds, _UNBIND, k))
+                  for k, p in enumerate(pieces)])
 
 
 def split(tensor, split_size_or_sections, dim=0):
@@ -509,6 +548,9 @@ def stack(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")
+    if dim in (0, -1) and all(x.__class__ is Tensor and x._d.__class__ is float
+                              for x in tensors):
+        return _stack_scalars(tensors)
     first = tuple(tensors[0].shape)
     for k, x in enumerate(tensors):
         if tuple(x.shape) != first:
@@ -521,6 +563,22 @@ def stack(tensors, dim=0):
     # the pieces lie in the output as a concatenation's do (the new dim only regroups
     # them): one stack entry over the inputs themselves, no unsqueeze entries
     return _join(tensors, value, dim, CODE["stack"])
+
+
+def _stack_scalars(tensors):
+    """``stack`` of 0-d float64 tensors (scalar code assembling a vector): the entry
+    ``_join`` records, without NumPy per piece."""
+    value = np.array([x._d for x in tensors])
+    t = recording(*tensors)
+    if t is None:
+        if STATE.trace is not None:
+            freeze(*tensors)
+        return _leaf(value)
+    extras = [1, len(tensors)]
+    for x in tensors:
+        extras += (buf(t, x, False), 1)
+    return _result(value, t, t.append(CODE["stack"], -1, -1, value, extras),
+                   requires_grad(*tensors))
 
 
 def clone(input):

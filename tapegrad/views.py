@@ -25,6 +25,11 @@ import numpy as np
 from .grad_mode import STATE
 
 
+# the ``fn`` of views made several at once (unbind, split): PyTorch refuses an in-place
+# op on one of them that requires grad, in grad mode
+MULTI_OUTPUT = set()
+
+
 def mark(view, base, fn, arg=None, detached=False):
     """``view`` is ``fn(base, arg)`` sharing base's storage (``detached``: an alias
     without history, ``detach()``); returns ``view``.  (Hot: ``x[i]`` of a vector.)"""
@@ -73,6 +78,12 @@ def check(x):
     if link is None or link[3]:
         return
     base, fn, arg, _ = link
+    if fn in MULTI_OUTPUT and x._rg and STATE.grad:
+        raise RuntimeError(
+            f"Output {arg[-1]} of {x.grad_fn.name().replace('Backward0', '')} is a view and is "
+            "being modified inplace. This view is the output of a function that returns "
+            "multiple views. Such functions do not allow the output views to be modified "
+            "inplace. You should replace the inplace operation by an out-of-place one.")
     pos = positions(base, fn, arg)
     if np.unique(pos).size < pos.size:
         raise RuntimeError("unsupported operation: more than one element of the written-to "

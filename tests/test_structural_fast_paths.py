@@ -1,0 +1,118 @@
+"""The fast paths of scalar code over vectors (iterating, ``unbind(0)``, ``stack`` of
+0-d pieces) against PyTorch: values, dtypes, Node names, next_functions, gradients,
+second derivatives, views, and a traced replay."""
+import numpy as np
+import pytest
+import torch
+
+import tapegrad as tg
+
+
+def _graph(y):
+    node = y.grad_fn
+    return node.name(), [(f.name() if f is not None else None, k) for f, k in node.next_functions]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(4,), (3, 2), (2, 3, 2)])
+def test_iteration_records_unbind(both, dtype, shape):
+    def program(m):
+        x = m.tensor(np.linspace(0.5, 2.0, int(np.prod(shape))).reshape(shape),
+                     dtype=getattr(m, dtype), requires_grad=True)
+        y = x * 2
+        rows = list(y)
+        out = sum((r.sin() * (k + 1)).sum() for k, r in enumerate(rows))
+        out.backward()
+        return ([r.detach().numpy() for r in rows], [str(r.dtype) for r in rows],
+                _graph(rows[1]), x.grad.numpy())
+    (tv, td, tgph, tgrad), (gv, gd, ggph, ggrad) = both(program)
+    for a, b in zip(tv, gv):
+        np.testing.assert_array_equal(a, b)
+    assert [d.split(".")[-1] for d in td] == [d.split(".")[-1] for d in gd]
+    assert tgph == ggph
+    np.testing.assert_allclose(ggrad, tgrad, rtol=1e-6 if dtype == "float32" else 1e-14)
+
+
+def test_iteration_without_grad_and_of_integers(both):
+    def program(m):
+        a = [float(v) for v in m.tensor([1.0, 2.0, 3.0])]
+        b = [int(v) for v in m.tensor([4, 5, 6])]
+        r = list(m.tensor([[1.0, 2.0], [3.0, 4.0]]))
+        return a, b, [v.requires_grad for v in r], [v.grad_fn is None for v in r]
+    assert both(program)[0] == both(program)[1]
+
+
+def test_stack_of_scalar_pieces(both):
+    def program(m):
+        x = m.tensor([0.3, -1.2, 2.0, 0.7], requires_grad=True)
+        a, b, c, d = x * 1.5
+        s = m.stack([a * b, b + c, c, d.exp(), a])
+        s2 = m.stack([a, b], dim=-1)
+        (s * m.tensor([1.0, 2.0, 3.0, 4.0, 5.0])).sum().backward(create_graph=True)
+        g1 = x.grad.detach().numpy().copy()
+        x.grad.sum().backward()          # (into x.grad: d/dx of sum(g1) plus g1)
+        return (s.detach().numpy(), s2.detach().numpy(), _graph(s), s.shape == (5,),
+                g1, x.grad.detach().numpy())
+    t, g = both(program)
+    np.testing.assert_allclose(g[0], t[0], rtol=1e-15)
+    np.testing.assert_allclose(g[1], t[1], rtol=1e-15)
+    assert g[2] == t[2] and g[3] == t[3]
+    np.testing.assert_allclose(g[4], t[4], rtol=1e-14)
+    np.testing.assert_allclose(g[5], t[5], rtol=1e-14)
+
+
+def test_stack_of_scalars_without_grad_and_mixed(both):
+    def program(m):
+        a, b = m.tensor(1.5), m.tensor(2.5)
+        plain = m.stack([a, b])
+        w = m.tensor(3.0, requires_grad=True)
+        mixed = m.stack([a, w * 2])
+        mixed.sum().backward()
+        return plain.numpy(), plain.requires_grad, mixed.detach().numpy(), w.grad.item()
+    t, g = both(program)
+    np.testing.assert_array_equal(g[0], t[0])
+    np.testing.assert_array_equal(g[2], t[2])
+    assert (g[1], g[3]) == (t[1], t[3])
+
+
+def test_rows_are_views_of_the_vector():
+    """As in PyTorch, a row of ``unbind`` shares the vector's storage: an in-place op on
+    the vector shows in a row taken before (values), and in-place on a row is refused."""
+    for m in (torch, tg):
+        x = m.tensor([1.0, 2.0, 3.0], dtype=m.float64)
+        rows = x.unbind()
+        x.mul_(10)
+        assert [float(r) for r in rows] == [10.0, 20.0, 30.0]
+        w = m.tensor([1.0, 2.0], dtype=m.float64, requires_grad=True)
+        r0, _ = (w * 1).unbind()
+        with pytest.raises(RuntimeError, match="Output 0 of Unbind is a view and is being "
+                                               "modified inplace"):
+            r0.mul_(2)
+        with pytest.raises(RuntimeError, match="Output 1 of Split is a view"):
+            (w * 1).split(1)[1].add_(1)
+        with m.no_grad():                 # allowed there: no gradient to get wrong
+            rows = (w * 1).unbind()
+            rows[0].mul_(2)
+
+
+def test_a_traced_loop_over_a_vector_replays_at_new_points():
+    def f(x):
+        acc = x[0] * 0
+        for k, v in enumerate(x):
+            acc = acc + v.sin() * (k + 1)
+        return tg.stack([acc, acc * acc]).sum()
+
+    def f_torch(x):
+        acc = x[0] * 0
+        for k, v in enumerate(x):
+            acc = acc + v.sin() * (k + 1)
+        return torch.stack([acc, acc * acc]).sum()
+
+    traced = tg.trace(f, tg.tensor([0.1, 0.2, 0.3]))
+    for point in ([0.4, -0.3, 1.1], [2.0, 0.5, -1.0]):
+        value, grad = traced.value_and_grad(tg.tensor(point))
+        xt = torch.tensor(point, dtype=torch.float64, requires_grad=True)
+        yt = f_torch(xt)
+        yt.backward()
+        assert float(value) == pytest.approx(yt.item(), rel=1e-14)
+        np.testing.assert_allclose(np.asarray(grad), xt.grad.numpy(), rtol=1e-13)
