@@ -448,14 +448,10 @@ def _rows(x, arr, bounds):
             freeze(x)
         pieces = [_leaf(v) for v in values]
     else:
-        ia, rg = buf(t, x, False), x._rg
-        append = t.append
-        pieces, first = [], -1
-        for k, v in enumerate(values):
-            i = append(_UNBIND, ia, -1, v, (k * m,) + strides + (first, k))
-            if k == 0:
-                first = i
-            pieces.append(_result(v, t, i, rg))
+        rg = x._rg
+        first = t.append_rows(_UNBIND, buf(t, x, False), values, rest, lambda first: [
+            (k * m,) + strides + (first if k else -1, k) for k in range(len(values))])
+        pieces = [_result(v, t, first + k, rg) for k, v in enumerate(values)]
     mark = views.mark
     return tuple([mark(p, x, _piece_again, (0, bounds, _UNBIND, k))
                   for k, p in enumerate(pieces)])

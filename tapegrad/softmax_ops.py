@@ -24,6 +24,9 @@ from .tensor import from_array
 from .tracing import traced_entry
 
 
+_SHORT = 16     # vectors up to this long: softmax in Python (NumPy's calls cost more)
+
+
 def _value(arr, d, log):
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         a = arr.reshape(1) if arr.ndim == 0 else arr
@@ -34,13 +37,33 @@ def _value(arr, d, log):
     return out.reshape(arr.shape).astype(arr.dtype, copy=False)
 
 
+def _value_short(xs, log):
+    """``_value`` of a short float64 vector (a list), in Python, in the compiled rule's
+    order (``kernels/softmax.forward``: a replay recomputes the same bits)."""
+    top = -math.inf
+    for x in xs:
+        if x > top or x != x:
+            top = x
+    es = [math.exp(x - top) for x in xs]      # x - top <= 0, or nan: never overflows
+    s = 0.0
+    for e in es:
+        s += e
+    if log:
+        lse = math.log(s) if s == s else s    # s >= 1, or nan
+        return np.array([x - top - lse for x in xs])
+    return np.array([e / s for e in es])      # s >= 1, or nan
+
+
 def fused(input, dim, log):
     """softmax (or log_softmax) of ``input`` along ``dim`` as one tape entry."""
     arr = input._arr
     d = _wrap_dim(dim, max(input.ndim, 1))
     shape = arr.shape or (1,)
     extras = (math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:]))
-    value = _value(arr, d, log)
+    if arr.ndim == 1 and arr.size <= _SHORT and arr.dtype == np.float64:
+        value = _value_short(arr.tolist(), log)
+    else:
+        value = _value(arr, d, log)
     code = CODE["log_softmax" if log else "softmax"]
     return _out(input, value, lambda t, ia: t.append(code, ia, -1, value, extras))
 

@@ -58,6 +58,10 @@ def _programs(m):
         "mv": lambda x: m.mv(rows(x), rows(x)[0]),
         "dot": lambda x: m.dot(x, x),
         "stack": lambda x: m.stack([x, x * 2.0], 1),
+        # short vectors: softmax in Python, in the compiled rule's order
+        "softmax_short": lambda x: m.cat([m.softmax(p, 0) for p in x[:14].split(4)]),
+        "log_softmax_short": lambda x: m.cat([m.log_softmax(p, 0) for p in x[:14].split(4)]),
+        "softmax_vector": lambda x: m.softmax(x, 0),
     }
 
 

@@ -2,6 +2,7 @@
 observers of recording (anomaly mode's source lines, saved_tensors_hooks).  See the
 package's docstring."""
 import itertools
+import math
 import os
 import sys
 import threading
@@ -129,7 +130,12 @@ class Tape(Layout):
             for k, col in enumerate((self.OP, self.A, self.B, self.C, self.C2, self.FLAGS,
                                      self.OFF, self.META)):
                 col[idx] = cols[k]
-            np.concatenate(rows[7], axis=None, out=self.V[start:start + nva], casting="unsafe")
+            vals = rows[7]
+            if nva == len(vals) and all(v.__class__ is float or v.ndim == 0 for v in vals):
+                # one element each (scalar code's pieces): concatenate costs 0.2 us apiece
+                self.V[start:start + nva] = np.fromiter(vals, np.float64, nva)
+            else:
+                np.concatenate(vals, axis=None, out=self.V[start:start + nva], casting="unsafe")
             metas = rows[10]
             if self._long_meta:
                 self.IAUX[ni:ni + nia] = np.concatenate([np.asarray(m, np.int64) for m in metas])
@@ -221,6 +227,23 @@ class Tape(Layout):
             meta += tuple(extras)
         self.astage.append((i, code, a, b, c, c2, flags, value, size, len(meta), meta))
         return i
+
+    def append_rows(self, code, a, values, shape, extras):
+        """Stage one entry per value of ``values`` (each of ``shape``; a Python float for
+        a 0-d float64 one), all reading input ``a``: the pieces of one op.  The indices
+        are handed out first (a Ctrl-C in between leaves gaps, which flush fills);
+        ``extras(first)`` gives each entry's extras from the first one's index.
+        Returns the first index."""
+        first = self.next
+        n = len(values)
+        self.next = first + n
+        size = math.prod(shape)
+        head = (size, len(shape)) + shape
+        put = self.astage.append
+        for k, (v, x) in enumerate(zip(values, extras(first))):
+            meta = head + x
+            put((first + k, code, a, -1, 0.0, 0.0, 0, v, size, len(meta), meta))
+        return first
 
     def append_into(self, code, a, b, shape, size, c=0.0):
         """Stage an elementwise entry whose value the caller writes into the returned
