@@ -116,3 +116,21 @@ def test_a_traced_loop_over_a_vector_replays_at_new_points():
         yt.backward()
         assert float(value) == pytest.approx(yt.item(), rel=1e-14)
         np.testing.assert_allclose(np.asarray(grad), xt.grad.numpy(), rtol=1e-13)
+
+
+def test_rows_are_seen_by_anomaly_mode():
+    """Anomaly mode notes the user's line of every entry, the rows of ``unbind`` too
+    (they are staged in one call)."""
+    from tapegrad.tape import tape as tp
+    with tg.autograd.detect_anomaly():
+        x = tg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        rows = list(x * 2)
+        t = rows[0]._t
+        t.flush()
+        lines = {tp.LOCATIONS[t.locs[r._i]] for r in rows}
+    assert lines == {(__file__, _line_of("rows = list(x * 2)"))}
+
+
+def _line_of(text):
+    with open(__file__) as f:
+        return next(k for k, line in enumerate(f, 1) if text in line and "_line_of" not in line)

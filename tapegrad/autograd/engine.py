@@ -75,7 +75,7 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
     arrays; with ``create_graph`` (seeds are tensors) they are tensors whose computation
     is recorded (``recorded_backward``)."""
     sweep_tape = CALLBACKS.recorded_sweep if create_graph else _sweep_tape
-    want_at = Wanted(wanted)
+    want_at = Wanted(wanted) if wanted else _NOTHING_WANTED
     found = [None] * len(wanted)
     deliveries = []
     pending, tapes, swept = {}, {}, []
@@ -147,6 +147,9 @@ class Wanted(dict):
                 stack.pop()
             return memo[b]
         return needed
+
+
+_NOTHING_WANTED = Wanted(())      # (read only)
 
 
 def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, needed=None):
@@ -263,7 +266,11 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
         fuse = (keep, pooled)
     OFF = t.OFF
     for e, s in seeds:
-        G[OFF[e]:OFF[e] + s.size] += s.reshape(-1)
+        o = int(OFF[e])
+        if s.size == 1:
+            G[o] += s.item()
+        else:
+            G[o:o + s.size] += s.reshape(-1)
     scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
     omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
     args = (t, G, live, scratch, omap, CALLBACKS.checking_nan())
@@ -295,20 +302,19 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
 
     if t.sources:
         ents = list(t.sources)
-        if len(ents) > 32:   # vectorised look-ups pay off
-            at = np.array(ents)
-            reached, first = live[at].tolist(), G[OFF[at]].tolist()
-        else:
-            reached = [live[e] for e in ents]
-            first = [G[OFF[e]] for e in ents]
+        at = np.array(ents)
+        offs = OFF[at]
+        reached = live[at].tolist()
+        first = G[offs].tolist() if len(ents) > 32 else None   # (vectorised: pays off)
+        offs = offs.tolist()
         for k, src in enumerate(t.sources.values()):
             if not reached[k]:
                 continue
             d = src._d
+            o = offs[k]
             if d.__class__ is float:    # a 0-d float64 source: its whole gradient
-                g = float(first[k])
+                g = first[k] if first is not None else float(G[o])
             else:
-                o = OFF[ents[k]]
                 g = G[o:o + d.size].reshape(d.shape)   # a copy is made on delivery
             if src._t is None:
                 deliveries.append((src, g))

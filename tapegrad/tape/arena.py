@@ -31,7 +31,7 @@ _zeros = [np.zeros(0)]
 
 
 def _pool_arena(V):
-    if (V.shape[0] >= 1024 and len(_pool) < 16 and V.flags.writeable and not _viewed(V, 2)
+    if (V.shape[0] >= 256 and len(_pool) < 16 and V.flags.writeable and not _viewed(V, 2)
             and V.nbytes + sum(a.nbytes for a in _pool) <= _POOL_BYTES):
         _pool.append(V)
 

@@ -36,6 +36,7 @@ SECOND_BACKWARD = (
 
 
 _EMPTY = np.empty(0)
+_FEW_ROWS = 6               # array rows a flush writes one by one (else in bulk)
 _PLACE_MIN = 4096            # float64 sources this large are copied into the arena at once
 
 
@@ -119,7 +120,9 @@ class Tape(Layout):
             self.FLAGS[idx] = 0
             self.OFF[idx] = np.arange(nv, nv + ks)
             self.V[nv:nv + ks] = blk[:, 5]
-        if ast:
+        if ast and len(ast) <= _FEW_ROWS:
+            self._write_rows(ast, nv + ks, ni)
+        elif ast:
             # bookkeeping in Python (array entries are few), bulk copies in NumPy
             idx = (slice(n, end) if not ks and not gaps else
                    np.fromiter(rows[0], np.int64, len(rows[0])))
@@ -151,6 +154,31 @@ class Tape(Layout):
         self.placed.clear()
         self._long_meta = False
         self.n, self.nv, self.ni = end, nv + ks + nva, ni + nia
+
+    def _write_rows(self, ast, off, mi):
+        """``flush``'s array rows one by one, for a few of them (fewer NumPy calls than
+        the bulk path): values from arena offset ``off``, metas from IAUX offset ``mi``."""
+        OP, A, B, C, C2, FLAGS, OFF, META = (self.OP, self.A, self.B, self.C, self.C2,
+                                              self.FLAGS, self.OFF, self.META)
+        V, IAUX = self.V, self.IAUX
+        top = self.max_size
+        for i, code, a, b, c, c2, flags, value, size, mlen, meta in ast:
+            OP[i] = code
+            A[i] = a
+            B[i] = b
+            C[i] = c
+            C2[i] = c2
+            FLAGS[i] = flags
+            OFF[i] = off
+            META[i] = mi
+            if size:
+                V[off:off + size] = value.reshape(-1) if value.__class__ is np.ndarray else value
+            IAUX[mi:mi + mlen] = meta
+            off += size
+            mi += mlen
+            if size > top:
+                top = size
+        self.max_size = top
 
     def _fill_gaps(self, n, end, st, ast):
         """Entries ``n .. end - 1`` that nothing staged (an op interrupted between taking
@@ -243,6 +271,8 @@ class Tape(Layout):
         for k, (v, x) in enumerate(zip(values, extras(first))):
             meta = head + x
             put((first + k, code, a, -1, 0.0, 0.0, 0, v, size, len(meta), meta))
+            for fn in tuple(_observers.values()):    # (as ``append`` when observed)
+                fn(self, first + k)
         return first
 
     def append_into(self, code, a, b, shape, size, c=0.0):
