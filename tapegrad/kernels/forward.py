@@ -13,7 +13,7 @@ from . import fused
 from .generated import ew_fwd
 
 _JIT = dict(cache=True, error_model="numpy")
-BLOCK_MIN = 256
+BLOCK_MIN = fused.FUSE_MIN
 
 
 @njit(**_JIT)

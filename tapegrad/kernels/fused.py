@@ -28,7 +28,8 @@ from .generated_blocks import READS_Y, TEMPS, ew_fwd_block, ew_rev_block
 
 _JIT = dict(cache=True, error_model="numpy")
 BLOCK = 1024           # elements per block: a block of every buffer of an entry fits L1
-FUSE_MIN = 512        # array entries at least this large are swept by the fused kernels
+FUSE_MIN = 256        # array entries at least this large are swept by the fused kernels
+                      # (as eager forwards compute them: ``forward.BLOCK_MIN``)
 PARALLEL_MIN = 32768   # elements x entries of work past which both cores pay off ...
 PARALLEL_COLD_MIN = 65536   # ... while OpenMP's threads are awake; past this, always
 AWAKE_S = 60e-6        # how long after a parallel launch its threads still spin (80-160 us here)

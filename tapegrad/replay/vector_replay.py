@@ -17,10 +17,9 @@ from ..kernels.replay import forward
 from ..kernels.reverse import DONE, FUSE, HOST, sweep
 
 _NO_HOST = np.iinfo(np.int64).max
-# elementwise entries this large replay in fused runs: lower than the eager sweep's
-# fused.FUSE_MIN, as a replay pays Python per segment, not per backward (at length 1,000
-# the compiled replay's per-element dispatch took 1.0 ms for the 50-op chain)
-RUN_MIN = 256
+# elementwise entries this large replay in fused runs, as the eager sweep sweeps them
+# (the same block rules: a replayed gradient is the eager one, bit for bit)
+RUN_MIN = fused.FUSE_MIN
 
 
 def is_vector(r):
