@@ -33,6 +33,7 @@ class Record(Layout):
         self.n, self.nv = len(self.OP), len(V)
         self.ins, self.outs = list(ins), list(outs)
         self.out_shapes, self.out_tuple = [tuple(s) for s in out_shapes], out_tuple
+        self.out_dtypes = ["<f8"] * len(self.outs)   # (the eager outputs' dtypes)
         self.grads = grads                   # entries of the recorded gradient (hvp)
         self.guard_list = list(guards)       # (kind, entry, data, (file, line))
         self.schedule = np.arange(self.n, dtype=np.int64)
@@ -174,8 +175,9 @@ def _freeze(t, xs, outs, rec, grads):
                   [tuple(o.shape) for o in outs], None, rec.guards, grad_entries)
 
 
-def record(fn, arrays, static=(), second_order=False):
-    """Run ``fn`` on leaves holding ``arrays`` (float64) under tracing; returns the
+def record(fn, arrays, static=(), second_order=False, dtypes=None):
+    """Run ``fn`` on leaves holding ``arrays`` (float64 values of arguments of
+    ``dtypes``: the function sees its arguments' own dtypes) under tracing; returns the
     Record.  ``static``: (position, value) of arguments passed through untraced."""
     t = Tape()
     rec = Recording(t)
@@ -183,7 +185,8 @@ def record(fn, arrays, static=(), second_order=False):
     STATE.trace = rec
     try:
         with t, enable_grad():
-            xs = [from_array(np.array(a, np.float64), rg=True) for a in arrays]
+            xs = [from_array(np.array(a, np.float64 if dtypes is None else d), rg=True)
+                  for a, d in zip(arrays, dtypes or arrays)]
             for x in xs:
                 t.register(x)              # inputs first: their entries lead the tape
             rec.inputs = tuple(xs)
@@ -212,6 +215,7 @@ def record(fn, arrays, static=(), second_order=False):
         STATE.trace = prev
     r = _freeze(t, xs, outs, rec, grads)
     r.out_tuple = out_tuple
+    r.out_dtypes = [np.dtype(o.dtype.np).str for o in outs]
     if rec.frozen:
         warn_frozen(rec, _depends(r))
     return r

@@ -54,6 +54,7 @@ def _record_state(r, prefix, arrays):
     for name in _ARRAYS:
         arrays[f"{prefix}{name}"] = getattr(r, name)
     return {"ins": r.ins, "outs": r.outs, "out_shapes": r.out_shapes, "out_tuple": r.out_tuple,
+            "out_dtypes": r.out_dtypes,
             "grads": r.grads, "stats": getattr(r, "stats", None),
             "guards": [[k, e, list(d), list(loc)] for k, e, d, loc in r.guard_list]}
 
@@ -209,6 +210,8 @@ def _load_record(meta, group, k, arrays, shapes):
                [(kind, e, tuple(d), tuple(loc)) for kind, e, d, loc in meta["guards"]],
                meta["grads"])
     r.schedule = schedule
+    if "out_dtypes" in meta:          # (files saved before it was noted: float64)
+        r.out_dtypes = meta["out_dtypes"]
     if meta["stats"] is not None:
         r.stats = meta["stats"]
     return r

@@ -74,7 +74,7 @@ class Traced:
     def _record(self, arrays, why, into, second_order):
         if self.fn is None:
             raise GuardFailure(f"{why}, and a loaded tape cannot record its function again")
-        r = record(self.fn, arrays, self.static, second_order)
+        r = record(self.fn, arrays, self.static, second_order, self.dtypes)
         if self.optimize:
             from .optimize import optimize
             optimize(r)
@@ -124,8 +124,8 @@ class Traced:
         return list(nums), self.argnums is None and n == 1 or isinstance(self.argnums, int)
 
     def _outputs(self, r):
-        outs = [_leaf(float(r.V[r.OFF[e]])) if r.META[e] < 0 else _tensor(r.value(e))
-                for e in r.outs]
+        outs = [_leaf(float(r.V[r.OFF[e]])) if r.META[e] < 0 and d == "<f8" else
+                _tensor(r.value(e), d) for e, d in zip(r.outs, r.out_dtypes)]
         return tuple(outs) if r.out_tuple else outs[0]
 
     # -- the calls -------------------------------------------------------------------
@@ -153,7 +153,7 @@ class Traced:
                 if native is not None:
                     value = native(x, flat)
                     if value is not None:
-                        return _tensor(value), self._split(flat, arrays, nums)
+                        return _tensor(value, r.out_dtypes[0]), self._split(flat, arrays, nums)
                 elif r.value_and_grad(x, flat):
                     return self._outputs(r), self._split(flat, arrays, nums)
             self._ready(arrays)          # records this branch (or raises GuardFailure)

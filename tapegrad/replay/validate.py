@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes
 from ..ops.table import BY_CODE, KINDS
 from ..tape import HIDDEN
 from ..tracing import G_ARGMAX, G_ARGMIN, G_EQUAL, G_TRUTH
@@ -34,6 +35,7 @@ MAX_NDIM = 64                       # dims a buffer may have (PyTorch's limit)
 # of an empty product, softmax, concatenation or argmax) span at most this many elements.
 EMPTY_MOST = 1 << 24
 _META_KEYS = {"ins", "outs", "out_shapes", "out_tuple", "grads", "stats", "guards"}
+_OUT_DTYPES = {d.np.str for d in dtypes.ALL}     # a traced output's dtype
 _KIND = {kind: k for k, kind in enumerate(KINDS)}
 # per op code: its kind's index (-1: a free code) and its arity
 _KIND_OF = np.array([_KIND[op.kind] if op else -1 for op in BY_CODE], np.int64)
@@ -340,8 +342,8 @@ def check_record(where, cols, IAUX, V, schedule, meta, shapes, second):
 def _check_meta(c, meta, shapes, second):
     """The header's part: inputs, outputs, recorded gradient, guards.  Returns the
     entries they read."""
-    if type(meta) is not dict or set(meta) != _META_KEYS:
-        c.fail(f"its header entry is not a dict of {sorted(_META_KEYS)}")
+    if type(meta) is not dict or set(meta) - {"out_dtypes"} != _META_KEYS:
+        c.fail(f"its header entry is not a dict of {sorted(_META_KEYS)} (and out_dtypes)")
     ins, outs, grads = meta["ins"], meta["outs"], meta["grads"]
     if not _ints(ins) or len(ins) != len(shapes) or len(set(ins)) != len(ins):
         c.fail(f"its inputs {ins!r} are not one entry per traced argument")
@@ -359,6 +361,10 @@ def _check_meta(c, meta, shapes, second):
     for e, shape in zip(outs, out_shapes):
         if not 0 <= e < c.n or not _ints(shape) or c.shape(e) != shape:
             c.fail(f"output {e} is not an entry of shape {shape!r}")
+    out_dtypes = meta.get("out_dtypes", ["<f8"] * len(outs))
+    if type(out_dtypes) is not list or len(out_dtypes) != len(outs) or any(
+            d not in _OUT_DTYPES for d in out_dtypes):
+        c.fail(f"its output dtypes {str(out_dtypes)[:200]} are not a dtype per output")
     if second != (grads is not None):
         c.fail("a recorded gradient where none belongs, or none where one does")
     if grads is not None:
