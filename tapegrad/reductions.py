@@ -13,6 +13,7 @@ import numpy as np
 
 from . import dtypes, tracing
 from .grad_mode import STATE
+from .kernels import reduce as reduce_kernels
 from .ops.table import CODE
 from .record import contiguous, contiguous_strides
 from .shape_ops import _out, _wrap_dim
@@ -53,6 +54,23 @@ def _float_only(x, name):
                            f"{'Long' if x.dtype is dtypes.int64 else x.dtype.name.capitalize()}")
 
 
+_NO_MAP = np.empty(0, np.int64)
+
+
+def _sum_kept(arr, dims, dtype=None):
+    """``arr`` (float) summed over ``dims``, kept as ones, by the compiled kernel that a
+    replay sums with (``kernels.reduce.sum_into``; float32 summed in float64 and rounded
+    once), in ``dtype`` (default: arr's)."""
+    kept = tuple(1 if d in dims else n for d, n in enumerate(arr.shape))
+    nout = math.prod(kept)
+    x = np.ascontiguousarray(arr, np.float64).reshape(-1)
+    o = _NO_MAP if nout == 1 else np.broadcast_to(
+        np.arange(nout, dtype=np.int64).reshape(kept), arr.shape).reshape(-1)
+    out = np.empty(nout)
+    reduce_kernels.sum_into(x, 0, out, 0, x.size, nout, o)
+    return out.reshape(kept).astype(dtype or arr.dtype, copy=False)
+
+
 def sum(input, dim=None, keepdim=False, dtype=None):
     arr = input._arr
     if dtype is not None:
@@ -60,7 +78,8 @@ def sum(input, dim=None, keepdim=False, dtype=None):
     elif arr.dtype.kind in "bi":
         arr = arr.astype(np.int64)
     dims = _dims(input, dim)
-    value = np.sum(arr, axis=dims, keepdims=True)
+    value = _sum_kept(arr, dims) if arr.dtype.kind == "f" else np.sum(arr, axis=dims,
+                                                                       keepdims=True)
     code = CODE["sum"] if dim is None else CODE["sum_dim"]
     return _reduce(input, value, dims, keepdim, code)
 
@@ -71,7 +90,11 @@ def mean(input, dim=None, keepdim=False, dtype=None):
     dims = _dims(input, dim)
     arr = input._arr
     count = math.prod(arr.shape[d] for d in dims)
-    value = np.add.reduce(arr, axis=dims, keepdims=True) / arr.dtype.type(count)
+    if arr.dtype.kind == "f":
+        with np.errstate(invalid="ignore", divide="ignore"):   # (empty: nan, as PyTorch)
+            value = (_sum_kept(arr, dims, np.float64) / count).astype(arr.dtype)
+    else:
+        value = np.add.reduce(arr, axis=dims, keepdims=True) / arr.dtype.type(count)
     return _reduce(input, value, dims, keepdim, CODE["mean"] if dim is None else CODE["mean_dim"])
 
 

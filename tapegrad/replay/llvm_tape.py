@@ -268,17 +268,37 @@ class _Tape:
                     out.append(acc)
         return out
 
+    def _sum(self, src, o, nout):
+        """``kernels.reduce.sum_into``'s order: a full sum in 8 interleaved partial sums
+        combined pairwise, then the rest; a sum over dims element by element."""
+        em = self.em
+
+        def add(a, b):
+            return em.tmp(f"fadd double {a}, {b}")
+        if nout == 1:
+            m = len(src) // 8 * 8
+            lane = [const(0.0)] * 8
+            for k in range(m):
+                lane[k % 8] = add(lane[k % 8], src[k])
+            s = add(add(add(lane[0], lane[1]), add(lane[2], lane[3])),
+                    add(add(lane[4], lane[5]), add(lane[6], lane[7])))
+            for x in src[m:]:
+                s = add(s, x)
+            return [s]
+        acc = [const(0.0)] * nout
+        for k, x in enumerate(src):
+            acc[o[k]] = add(acc[o[k]], x)
+        return acc
+
     def _reduce(self, i, name, src):
         """As the interpreter: accumulate in input order from 0, 1 or -/+inf."""
         em, nout = self.em, self.r.size(i)
         o = _reduce_map(self.r, i)
         if name in ("sum", "sum_dim", "mean", "mean_dim"):
-            acc = [const(0.0)] * nout
-            for k, x in enumerate(src):
-                acc[o[k]] = em.tmp(f"fadd double {acc[o[k]]}, {x}")
+            acc = self._sum(src, o, nout)
             if name.startswith("mean"):
-                scale = const(nout / len(src))
-                acc = [em.tmp(f"fmul double {v}, {scale}") for v in acc]
+                count = const(len(src) / nout)
+                acc = [em.tmp(f"fdiv double {v}, {count}") for v in acc]
             return acc
         if name in ("prod", "prod_dim"):
             acc = [const(1.0)] * nout
