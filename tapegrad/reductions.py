@@ -64,10 +64,13 @@ def _sum_kept(arr, dims, dtype=None):
     kept = tuple(1 if d in dims else n for d, n in enumerate(arr.shape))
     nout = math.prod(kept)
     x = np.ascontiguousarray(arr, np.float64).reshape(-1)
-    o = _NO_MAP if nout == 1 else np.broadcast_to(
+    nd = len(dims)
+    rows = 0 if nout == 1 else 1 if dims == tuple(range(arr.ndim - nd, arr.ndim)) else \
+        2 if dims == tuple(range(nd)) else 0
+    o = _NO_MAP if nout == 1 or rows else np.broadcast_to(
         np.arange(nout, dtype=np.int64).reshape(kept), arr.shape).reshape(-1)
     out = np.empty(nout)
-    reduce_kernels.sum_into(x, 0, out, 0, x.size, nout, o)
+    reduce_kernels.sum_into(x, 0, out, 0, x.size, nout, o, rows)
     return out.reshape(kept).astype(dtype or arr.dtype, copy=False)
 
 

@@ -60,12 +60,14 @@ def others(acc, nout, j, x, g):
 
 
 @njit(**_JIT)
-def sum_into(X, xa, Y, yo, nin, nout, o):
+def sum_into(X, xa, Y, yo, nin, nout, o, rows=0):
     """``Y[yo + j]`` = the sum of the ``X[xa + k]`` with ``o[k] == j``, in the one order
     every path sums in (eager sums call this too: a replayed sum is the eager one, bit for
     bit): a full sum (``nout`` 1, ``o`` unread) in 8 interleaved partial sums, combined
     pairwise (more accurate than one running sum, and vectorised), a sum over dims
-    element by element."""
+    element by element in input order.  ``rows``: 1 when output j sums the j-th run of
+    ``nin // nout`` inputs (trailing dims), 2 when it sums inputs j, j + nout, ...
+    (leading dims): the same order without reading ``o``."""
     if nout == 1:
         s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
         k = 0
@@ -87,8 +89,20 @@ def sum_into(X, xa, Y, yo, nin, nout, o):
         return
     for j in range(nout):
         Y[yo + j] = 0.0
-    for k in range(nin):
-        Y[yo + o[k]] += X[xa + k]
+    if rows == 1:
+        m = nin // nout
+        for j in range(nout):
+            s = 0.0
+            for r in range(m):
+                s += X[xa + j * m + r]
+            Y[yo + j] = s
+    elif rows == 2:
+        for k0 in range(0, nin, nout):
+            for j in range(nout):
+                Y[yo + j] += X[xa + k0 + j]
+    else:
+        for k in range(nin):
+            Y[yo + o[k]] += X[xa + k]
 
 
 @njit(**_JIT)
