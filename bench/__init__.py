@@ -7,4 +7,5 @@ memory       peak RSS growth and tracemalloc peak of one run
 machine      CPU, cores, library versions, BLAS and thread settings
 report       console table, JSON, markdown;  plots: PNGs (matplotlib, optional)
 breakdown    where tapegrad's time goes on the scalar chain (`python -m bench.breakdown`)
+adbench/     the ADBench / GradBench problems, a registry of their own (`python -m bench.adbench`)
 """

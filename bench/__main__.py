@@ -64,13 +64,21 @@ def _sizes(options, workloads):
     return out
 
 
-def parse(argv):
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0],
+# where a run writes: the JSON rows, the PNG plots, and what --publish writes
+OUTPUTS = {"json": "bench/out/results.json", "plots": "bench/out/plots",
+           "publish": ("bench/RESULTS.md", "bench/figures")}
+
+
+def parse(argv, workloads=None, prog="python -m bench", doc=None, outputs=None):
+    """The options of a run over ``workloads`` (default: the registry of bench/workloads)."""
+    workloads = WORKLOADS if workloads is None else workloads
+    outputs = OUTPUTS if outputs is None else outputs
+    p = argparse.ArgumentParser(prog=prog, description=(doc or __doc__).split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="frameworks:\n" + "\n".join(
                                     f"  {k:18s} {v}" for k, v in DESCRIPTIONS.items()))
-    p.add_argument("--workloads", default=",".join(WORKLOADS),
-                   help=f"comma list of {', '.join(WORKLOADS)} (default: all)")
+    p.add_argument("--workloads", default=",".join(workloads),
+                   help=f"comma list of {', '.join(workloads)} (default: all)")
     p.add_argument("--frameworks", default=None, help="comma list (default: all; see below)")
     p.add_argument("--sizes", action="append", metavar="[WORKLOAD:]SIZES",
                    help="problem sizes instead of the workload's own, for every workload or "
@@ -87,27 +95,31 @@ def parse(argv):
                         "large elementwise kernels run on Numba's threads, all cores, and "
                         "OpenBLAS's spinning pool would compete with them); 0 = library "
                         "default. torch rows: torch = 1 thread, torch-mt = torch's default")
-    p.add_argument("--json", default="bench/out/results.json", help="JSON output path")
+    p.add_argument("--json", default=outputs["json"], help="JSON output path")
     p.add_argument("--markdown", default=None, help="also write the markdown tables here")
-    p.add_argument("--plots", default="bench/out/plots", help="folder for the PNG plots")
+    p.add_argument("--plots", default=outputs["plots"], help="folder for the PNG plots")
     p.add_argument("--publish", action="store_true",
-                   help="write bench/RESULTS.md and bench/figures/ (the committed full run)")
+                   help=f"write {outputs['publish'][0]} and {outputs['publish'][1]}/ "
+                        "(the committed full run)")
     p.add_argument("--corrupt-grad", default=None, help=argparse.SUPPRESS)  # test hook
     args = p.parse_args(argv)
     if args.publish:
-        args.markdown, args.plots = "bench/RESULTS.md", "bench/figures"
+        args.markdown, args.plots = outputs["publish"]
     if args.repeats is not None and args.repeats < 1:
         raise SystemExit("--repeats must be >= 1")
     return args
 
 
-def main(argv=None):
+def main(argv=None, workloads=None, prog="python -m bench", doc=None, outputs=None):
+    """A run over ``workloads`` ({name: workload module}; default: bench/workloads' registry).
+    bench/adbench/__main__.py passes its own registry, program name and output paths."""
     argv = sys.argv[1:] if argv is None else argv
-    args = parse(argv)
-    workloads = [WORKLOADS[n] for n in _names(args.workloads, list(WORKLOADS), "workload")]
+    registry = WORKLOADS if workloads is None else workloads
+    args = parse(argv, registry, prog, doc, outputs)
+    workloads = [registry[n] for n in _names(args.workloads, list(registry), "workload")]
     frameworks = (set(_names(args.frameworks, list(DESCRIPTIONS), "framework"))
                   if args.frameworks else None)
-    sizes = _sizes(args.sizes, WORKLOADS)
+    sizes = _sizes(args.sizes, registry)
     plan = Plan(args.repeats, args.warmup, args.quick, not args.no_limits, args.corrupt_grad)
     cases = plan_cases(workloads, frameworks, sizes, args.quick)
     total = sum(len(fws) for _, _, fws in cases)
