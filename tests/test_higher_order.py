@@ -226,3 +226,23 @@ def test_a_traced_hvp_recomputes_the_masks_of_its_gradient_rules():
         _, hv = tr.hvp((tg.tensor(x),), tg.tensor(v))
         want = (np.where(x > 0, 6 * x, 0.0) + np.where(x > 0, 2.0, 1.0)) * v
         np.testing.assert_allclose(hv.numpy(), want, rtol=1e-14)
+
+
+@pytest.mark.parametrize("shapes", [((50, 1, 3), (4, 3)), ((5, 4, 3), (4, 1)), ((6, 3), (3,)),
+                                    ((2, 1, 4, 1), (3, 1, 5))])
+def test_double_backward_through_broadcasts_is_pytorchs(shapes):
+    """A broadcast's transpose under create_graph is a sum over the broadcast dims (as
+    PyTorch records it): gradients and Hessian-vector products agree."""
+    sx, sc = shapes
+    r = np.random.RandomState(len(sx))
+    X0, C0, V0 = r.randn(*sx), r.randn(*sc), r.randn(*sc)
+    out = {}
+    for m in (tg, torch):
+        X = m.tensor(X0, requires_grad=True)
+        c = m.tensor(C0, requires_grad=True)
+        f = ((X - c) ** 2 * (X * c).sin()).sum()
+        gc, gx = m.autograd.grad(f, (c, X), create_graph=True)
+        hv = m.autograd.grad((gc * m.tensor(V0)).sum(), (c, X))
+        out[m] = [t.detach().numpy() for t in (gc, gx) + tuple(hv)]
+    for a, b in zip(out[tg], out[torch]):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)

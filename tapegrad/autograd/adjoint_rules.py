@@ -20,6 +20,7 @@ import numpy as np
 from ..kernels.generated import ew_fwd
 from ..ops.rules import RuleError, Walker
 from ..ops.table import BY_CODE, BY_NAME, CODE, kind_range
+from ..record import expand_strides
 from ..tape import CONST
 
 
@@ -202,12 +203,23 @@ def where(i, g, h):
 
 
 def gather(i, g, h):
+    """A gather's transpose: a broadcast (``expand``: strides 0 on the broadcast dims,
+    the input's own elsewhere) sums over the broadcast dims, a recorded reduction as
+    PyTorch's (a scatter of a batch's worth of copies was 60x slower); any other gather
+    scatters its elements back."""
     a = h.A[i]
     if not _wants(h, a):
         return []
     ex = h.extras(i)
-    shape = h.shape(i)
-    src = _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
+    shape = tuple(h.shape(i))
+    strides = tuple(int(s) for s in ex[1:1 + len(shape)])
+    in_shape = tuple(h.shape(a))
+    lead = len(shape) - len(in_shape)
+    if int(ex[0]) == 0 and lead >= 0 and strides == expand_strides(in_shape, shape) and all(
+            n in (1, shape[lead + d]) for d, n in enumerate(in_shape)):
+        dims = tuple(d for d, s in enumerate(strides) if s == 0 and shape[d] != 1)
+        return [(a, (g.sum(dims, keepdim=True) if dims else g).reshape(in_shape))]
+    src = _offsets(shape, strides, int(ex[0]))
     return [(a, Scattered(g, src))]
 
 
