@@ -19,13 +19,10 @@ every point seen by 3 random cameras (all in front of them); features = small ra
 image points.
 --quick: 3 cameras, 10 points.
 """
-import sys
-
 import numpy as np
 
-from ..frameworks import load
 from ..harness import Config
-from .common import STANDARD, build_standard, eager, tape_ops, torch_reference
+from .common import STANDARD, standard
 
 NAME = "ba"
 FRAMEWORKS = STANDARD
@@ -79,13 +76,4 @@ def _data(cfg):
     return (cam_idx, pt_idx, feats), [cams, points]
 
 
-def reference(cfg):
-    return torch_reference(lambda: eager(load("torch"), objective, *_data(cfg)))
-
-
-def build(fw, cfg):
-    return build_standard(fw, objective, *_data(cfg))
-
-
-def ops(fw, cfg):
-    return tape_ops(sys.modules[__name__], cfg)
+standard(globals())

@@ -15,6 +15,8 @@ against the reference before timing.
 """
 from __future__ import annotations
 
+import sys
+
 import types
 
 import numpy as np
@@ -95,6 +97,26 @@ def build_standard(fw, objective, consts, params, frameworks=STANDARD):
     if fw == "jax-jit":
         return jax_jit(fw, objective, consts, params)
     raise ValueError(fw)
+
+
+def standard(ns, frameworks=STANDARD):
+    """Give a plain value-and-gradient workload module (namespace ``ns``, defining
+    ``objective`` and ``_data``) the harness's ``build`` and ``ops``, and PyTorch's
+    float64 result as its ``reference`` unless it defines its own first."""
+    def objective_data(cfg):
+        return ns["objective"], ns["_data"](cfg)
+
+    def build(fw, cfg):
+        objective, data = objective_data(cfg)
+        return build_standard(fw, objective, *data, frameworks=frameworks)
+
+    def reference(cfg):
+        objective, data = objective_data(cfg)
+        return torch_reference(lambda: eager(load("torch"), objective, *data))
+
+    ns["build"] = build
+    ns["ops"] = lambda fw, cfg: tape_ops(sys.modules[ns["__name__"]], cfg)
+    ns.setdefault("reference", reference)
 
 
 def torch_reference(build_torch):

@@ -5,12 +5,10 @@ Timed: det(A) and its gradient, the cofactor matrix det(A) A^-T.  Reference: Num
 (``linalg.det`` and ``inv``).  Inputs: A ~ N(0, 1), seed 14.  --quick: 3 x 3.
 No jax-jit row: an XLA program of thousands of scalar ops compiles for minutes.
 """
-import sys
-
 import numpy as np
 
 from ..harness import Config
-from .common import build_standard, tape_ops
+from .common import standard
 
 NAME = "det"
 FRAMEWORKS = ("tapegrad", "tapegrad-replay", "torch", "torch-mt")
@@ -49,9 +47,4 @@ def reference(cfg):
     return float(d), (d * np.linalg.inv(A).T).ravel()
 
 
-def build(fw, cfg):
-    return build_standard(fw, objective, *_data(cfg), frameworks=FRAMEWORKS)
-
-
-def ops(fw, cfg):
-    return tape_ops(sys.modules[__name__], cfg)
+standard(globals(), FRAMEWORKS)

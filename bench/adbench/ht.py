@@ -18,13 +18,10 @@ angles ~ N(0, 0.2^2); targets = the vertices skinned at angles + N(0, 0.05^2), p
 N(0, 0.05^2) noise.
 --quick: 4 bones, 10 vertices.
 """
-import sys
-
 import numpy as np
 
-from ..frameworks import load
 from ..harness import Config
-from .common import STANDARD, build_standard, eager, tape_ops, torch_reference
+from .common import STANDARD, standard
 
 NAME = "ht"
 FRAMEWORKS = STANDARD
@@ -95,13 +92,4 @@ def _data(cfg):
     return (*model, targets), [angles]
 
 
-def reference(cfg):
-    return torch_reference(lambda: eager(load("torch"), objective, *_data(cfg)))
-
-
-def build(fw, cfg):
-    return build_standard(fw, objective, *_data(cfg))
-
-
-def ops(fw, cfg):
-    return tape_ops(sys.modules[__name__], cfg)
+standard(globals())

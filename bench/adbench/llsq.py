@@ -8,12 +8,10 @@ row of powers (t_i^0 .. t_i^{m-1}), squared and added to a running total, so the
 holds about 4 n small ops.  Timed: y(x) and its gradient in x (m = 16 coefficients).
 Reference: NumPy, -P^T r.  Inputs: x ~ N(0, 1), seed 12.  --quick: n = 8.
 """
-import sys
-
 import numpy as np
 
 from ..harness import Config
-from .common import STANDARD, build_standard, tape_ops
+from .common import STANDARD, standard
 
 NAME = "llsq"
 FRAMEWORKS = STANDARD
@@ -55,9 +53,4 @@ def reference(cfg):
     return 0.5 * float(r @ r), -P.T @ r
 
 
-def build(fw, cfg):
-    return build_standard(fw, objective, *_data(cfg))
-
-
-def ops(fw, cfg):
-    return tape_ops(sys.modules[__name__], cfg)
+standard(globals())

@@ -6,12 +6,10 @@
 Timed: LSE(x) and its gradient softmax(x).  Reference: NumPy, the gradient written by hand.
 Inputs: x ~ N(0, 4), seed 11.  --quick: n = 100.
 """
-import sys
-
 import numpy as np
 
 from ..harness import Config
-from .common import STANDARD, build_standard, tape_ops
+from .common import STANDARD, standard
 
 NAME = "lse"
 FRAMEWORKS = STANDARD
@@ -38,9 +36,4 @@ def reference(cfg):
     return float(x.max() + np.log(e.sum())), e / e.sum()
 
 
-def build(fw, cfg):
-    return build_standard(fw, objective, *_data(cfg))
-
-
-def ops(fw, cfg):
-    return tape_ops(sys.modules[__name__], cfg)
+standard(globals())

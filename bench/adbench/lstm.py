@@ -16,13 +16,10 @@ extra[2]; the loss is -(1 / ((c - 1) b)) sum_t sum(x_{t+1} * (y - log(sum(exp(y)
 respect to main and extra.  Reference: PyTorch, float64.  Inputs (seed 18): L = 2 layers,
 b = 14, all arrays ~ U(-1, 1).  --quick: c = 4, b = 4.
 """
-import sys
-
 import numpy as np
 
-from ..frameworks import load
 from ..harness import Config
-from .common import STANDARD, build_standard, eager, tape_ops, torch_reference
+from .common import STANDARD, standard
 
 NAME = "lstm"
 FRAMEWORKS = STANDARD
@@ -66,13 +63,4 @@ def _data(cfg):
     return (list(state), list(seq)), [main, extra]
 
 
-def reference(cfg):
-    return torch_reference(lambda: eager(load("torch"), objective, *_data(cfg)))
-
-
-def build(fw, cfg):
-    return build_standard(fw, objective, *_data(cfg))
-
-
-def ops(fw, cfg):
-    return tape_ops(sys.modules[__name__], cfg)
+standard(globals())

@@ -10,13 +10,10 @@ component of the final state.  Timed: y_{n-1}(2) and its gradient with respect t
 y(0) (n = 10 equations).  Reference: PyTorch, float64.  Inputs: x ~ U(0, 1), seed 13.
 --quick: 5 steps, n = 4.
 """
-import sys
-
 import numpy as np
 
-from ..frameworks import load
 from ..harness import Config
-from .common import STANDARD, build_standard, eager, tape_ops, torch_reference
+from .common import STANDARD, standard
 
 NAME = "ode"
 FRAMEWORKS = STANDARD
@@ -53,13 +50,4 @@ def _data(cfg):
     return (cfg.params["steps"],), [np.random.RandomState(13).uniform(0, 1, n), np.zeros(n)]
 
 
-def reference(cfg):
-    return torch_reference(lambda: eager(load("torch"), objective, *_data(cfg)))
-
-
-def build(fw, cfg):
-    return build_standard(fw, objective, *_data(cfg))
-
-
-def ops(fw, cfg):
-    return tape_ops(sys.modules[__name__], cfg)
+standard(globals())
