@@ -29,6 +29,7 @@ from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording, require
 from .tracing import freeze, traced_entry
 
 _NUMBERS = (float, int, bool)
+_PLACE_MIN = 4096
 
 
 def _py_rule(op):
@@ -156,8 +157,10 @@ def _array_result(code, r, x, y, c, sx, sy):
 
 
 def _large(x, d):
-    """Is ``d`` (x's value) a float64 array large enough for the block kernels?"""
-    return d.size >= fused.FUSE_MIN and d.dtype.char == "d" and d.flags.c_contiguous
+    """Is ``d`` (x's value) a float64 array large enough to be computed straight into
+    the tape's arena?  (From ``fused.FUSE_MIN`` on, smaller ones are computed by the
+    same block kernels, ``ew_array``, and copied at the flush: cheaper up to here.)"""
+    return d.size >= _PLACE_MIN and d.dtype.char == "d" and d.flags.c_contiguous
 
 
 def _large_result(code, x, y, c, sx, sy):

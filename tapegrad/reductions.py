@@ -93,9 +93,10 @@ def mean(input, dim=None, keepdim=False, dtype=None):
     dims = _dims(input, dim)
     arr = input._arr
     count = math.prod(arr.shape[d] for d in dims)
-    if arr.dtype.kind == "f":
-        with np.errstate(invalid="ignore", divide="ignore"):   # (empty: nan, as PyTorch)
-            value = (_sum_kept(arr, dims, np.float64) / count).astype(arr.dtype)
+    if arr.dtype.kind == "f" and count:
+        value = (_sum_kept(arr, dims, np.float64) / count).astype(arr.dtype, copy=False)
+    elif arr.dtype.kind == "f":
+        value = np.full(_sum_kept(arr, dims).shape, np.nan, arr.dtype)   # (as PyTorch)
     else:
         value = np.add.reduce(arr, axis=dims, keepdims=True) / arr.dtype.type(count)
     return _reduce(input, value, dims, keepdim, CODE["mean"] if dim is None else CODE["mean_dim"])
