@@ -476,8 +476,12 @@ def split(tensor, split_size_or_sections, dim=0):
                                f"(input tensor's size at dimension {dim}), but got "
                                f"split_sizes={sizes}")
     starts = np.cumsum([0] + sizes[:-1])
-    return _pieces(tensor, dim, [(int(a), int(a) + s) for a, s in zip(starts, sizes)],
-                   CODE["split"])
+    pieces = _pieces(tensor, dim, [(int(a), int(a) + s) for a, s in zip(starts, sizes)],
+                     CODE["split"])
+    first = pieces[0]
+    if not isinstance(split_size_or_sections, int) and first._t is not None:
+        first._t.names[first._i] = "SplitWithSizesBackward0"    # (PyTorch's Node)
+    return pieces
 
 
 def chunk(input, chunks, dim=0):

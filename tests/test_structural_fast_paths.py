@@ -134,3 +134,17 @@ def test_rows_are_seen_by_anomaly_mode():
 def _line_of(text):
     with open(__file__) as f:
         return next(k for k, line in enumerate(f, 1) if text in line and "_line_of" not in line)
+
+
+def test_split_node_names_are_pytorchs(both):
+    def program(m):
+        x = m.tensor([1.0, 2.0, 3.0, 4.0, 5.0], requires_grad=True) * 2
+        names = [p.grad_fn.name() for p in x.split([2, 3])] + \
+            [p.grad_fn.name() for p in x.split(2)] + [p.grad_fn.name() for p in x.chunk(2)]
+        try:
+            x.split([2, 3])[1].mul_(2)
+        except RuntimeError as e:
+            names.append(str(e).split(" is a view")[0])
+        return names
+    t, g = both(program)
+    assert g == t
