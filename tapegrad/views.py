@@ -36,6 +36,8 @@ def mark(view, base, fn, arg=None, detached=False):
     if view is base:
         return view
     view.__dict__["_view"] = (base, fn, arg, detached)
+    if not STATE.grad and base._rg and not detached:
+        view.__dict__["_no_grad_view"] = True    # (an in-place op in grad mode: refused)
     d = base.__dict__
     refs = d.get("_views")
     if refs is None:
@@ -78,6 +80,13 @@ def check(x):
     if link is None or link[3]:
         return
     base, fn, arg, _ = link
+    if STATE.grad and x.__dict__.get("_no_grad_view"):
+        raise RuntimeError(
+            "A view was created in no_grad mode and is being modified inplace with grad mode "
+            "enabled. Given that this use case is ambiguous and error-prone, it is forbidden. "
+            "You can clarify your code by moving both the view and the inplace either both "
+            "inside the no_grad block (if you don't want the inplace to be tracked) or both "
+            "outside (if you want the inplace to be tracked).")
     if fn in MULTI_OUTPUT and x._rg and STATE.grad:
         raise RuntimeError(
             f"Output {arg[-1]} of {x.grad_fn.name().replace('Backward0', '')} is a view and is "

@@ -148,3 +148,34 @@ def test_split_node_names_are_pytorchs(both):
         return names
     t, g = both(program)
     assert g == t
+
+
+def test_views_made_under_no_grad_refuse_in_place_ops_in_grad_mode(both):
+    """PyTorch forbids an in-place op in grad mode on a view made under no_grad of a
+    tensor that requires grad (ambiguous); inside no_grad, or on plain tensors and
+    detached aliases, it is allowed."""
+    def program(m):
+        out = []
+        w = m.tensor([1.0, 2.0], requires_grad=True)
+        y = w * 1
+        for make in (lambda: y[0:1], lambda: y.unbind()[0], lambda: y.view(2), lambda: w[0:1]):
+            with m.no_grad():
+                v = make()
+            try:
+                v.mul_(2)
+                out.append("ok")
+            except RuntimeError as e:
+                out.append(str(e))
+        with m.no_grad():
+            v = y[0:1]
+            v.mul_(2)
+        p = m.tensor([1.0, 2.0])
+        with m.no_grad():
+            c = p[0:1]
+        c.mul_(3)
+        with m.no_grad():
+            d = w.detach()[1:]
+        d.mul_(3)
+        return out, y.tolist(), p.tolist(), w.tolist()
+    t, g = both(program)
+    assert g == t
