@@ -496,10 +496,19 @@ def unbind(input, dim=0):
     return _pieces(input, dim, [(k, k + 1) for k in range(n)], CODE["unbind"])
 
 
+def _only_tensors(tensors):
+    """PyTorch's error for a list of tensors holding something else (a number)."""
+    for k, x in enumerate(tensors):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 0, but got "
+                            f"{type(x).__name__}")
+
+
 def cat(tensors, dim=0):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("torch.cat(): expected a non-empty list of Tensors")
+    _only_tensors(tensors)
     for k, x in enumerate(tensors):
         if x.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be "
@@ -551,6 +560,7 @@ def stack(tensors, dim=0):
     if dim in (0, -1) and all(x.__class__ is Tensor and x._d.__class__ is float
                               for x in tensors):
         return _stack_scalars(tensors)
+    _only_tensors(tensors)
     first = tuple(tensors[0].shape)
     for k, x in enumerate(tensors):
         if tuple(x.shape) != first:

@@ -179,3 +179,13 @@ def test_views_made_under_no_grad_refuse_in_place_ops_in_grad_mode(both):
         return out, y.tolist(), p.tolist(), w.tolist()
     t, g = both(program)
     assert g == t
+
+
+@pytest.mark.parametrize("name", ["stack", "cat"])
+def test_a_number_among_the_tensors_is_pytorchs_type_error(both, name):
+    def program(m):
+        with pytest.raises(TypeError) as e:
+            getattr(m, name)([m.tensor([1.0]) if name == "cat" else m.tensor(1.0), 3.0])
+        return str(e.value)
+    t, g = both(program)
+    assert g == t
