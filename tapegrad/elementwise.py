@@ -24,12 +24,11 @@ from .kernels.generated import ew_fwd
 from .ops import scalar_math
 from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to
-from .tape import current_tape, roomy_tape
+from .tape import PLACE_MIN, current_tape, roomy_tape
 from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording, requires_grad
 from .tracing import freeze, traced_entry
 
 _NUMBERS = (float, int, bool)
-_PLACE_MIN = 4096
 
 
 def _py_rule(op):
@@ -160,7 +159,7 @@ def _large(x, d):
     """Is ``d`` (x's value) a float64 array large enough to be computed straight into
     the tape's arena?  (From ``fused.FUSE_MIN`` on, smaller ones are computed by the
     same block kernels, ``ew_array``, and copied at the flush: cheaper up to here.)"""
-    return d.size >= _PLACE_MIN and d.dtype.char == "d" and d.flags.c_contiguous
+    return d.size >= PLACE_MIN and d.dtype.char == "d" and d.flags.c_contiguous
 
 
 def _large_result(code, x, y, c, sx, sy):

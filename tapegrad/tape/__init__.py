@@ -33,11 +33,12 @@ refer to is never reused: ``_reset``, ``release`` and the pools check its refcou
 from .arena import _pool
 from .columns import COLUMNS, CONSUMED, HIDDEN, HOOKED, Layout
 from .entry_state import EntryState
-from .tape import (CODE, CONST, EXTERNAL, LEAF, LOCATIONS, SECOND_BACKWARD, Tape, _live,
+from .tape import (CODE, CONST, EXTERNAL, LEAF, LOCATIONS, PLACE_MIN, SECOND_BACKWARD, Tape,
+                   _live,
                    _plain_append, current_tape, live_tape, observe_entries, record_locations,
                    replace_default, roomy_tape)
 
 __all__ = ["CODE", "COLUMNS", "CONST", "CONSUMED", "EXTERNAL", "EntryState", "HIDDEN", "HOOKED",
-           "LEAF", "LOCATIONS", "Layout", "SECOND_BACKWARD", "Tape", "_live", "_plain_append",
+           "LEAF", "LOCATIONS", "Layout", "PLACE_MIN", "SECOND_BACKWARD", "Tape", "_live", "_plain_append",
            "_pool", "current_tape", "live_tape", "observe_entries", "record_locations",
            "replace_default", "roomy_tape"]

@@ -37,7 +37,8 @@ SECOND_BACKWARD = (
 
 _EMPTY = np.empty(0)
 _FEW_ROWS = 6               # array rows a flush writes one by one (else in bulk)
-_PLACE_MIN = 4096            # float64 sources this large are copied into the arena at once
+PLACE_MIN = 4096             # float64 values this large go into the arena at once (sources,
+                             # and results computed straight into it: elementwise._large)
 
 
 class Tape(Layout):
@@ -310,7 +311,7 @@ class Tape(Layout):
             i = self.next
             self.next = i + 1
             self._stage_put((i, code, -1, -1, 0.0, d))
-        elif d.size >= _PLACE_MIN and d.dtype.char == "d":   # placed now: the arena's
+        elif d.size >= PLACE_MIN and d.dtype.char == "d":   # placed now: the arena's
             i, view = self.append_into(code, -1, -1, d.shape, d.size)   # size stays known
             view[...] = d
         else:
