@@ -94,6 +94,32 @@ def test_large_forward_matches_small_path(op):
         assert _ulps(big, small) <= 8   # two roundings of at most 4 ulp each
 
 
+@pytest.mark.parametrize("n", [7, fused.FUSE_MIN, 5 * fused.BLOCK + 3, 70_000])
+@pytest.mark.parametrize("op", EW_OPS, ids=lambda op: op.name)
+def test_float32_op_is_the_float64_rule_rounded(op, n):
+    """A float32 op, at every size (small ones on float64 copies, large ones widened
+    block by block inside the kernel), is the float64 op on the widened values rounded
+    once to float32, bit for bit, special values included; and PyTorch's float32 op
+    within float32 precision."""
+    x, y = (v.astype(np.float32) for v in _operands(op, n, seed=n))
+    x[:5] = [np.nan, np.inf, -np.inf, 0.0, -0.0]
+    kwargs = {"min": -0.5, "max": 0.7} if op.name == "clamp" else {}
+
+    def run(m, dtype):
+        args = [m.tensor(v.astype(dtype)) for v in ((x, y) if op.arity == 2 else (x,))]
+        fn = next(getattr(ns, op.name) for ns in (m, m.nn.functional, m.special)
+                  if hasattr(ns, op.name))
+        return fn(*(args[:1] if kwargs else args), **kwargs).numpy()
+
+    got = run(tg, np.float32)
+    assert got.dtype == np.float32
+    want = run(tg, np.float64).astype(np.float32)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+    torch = pytest.importorskip("torch")
+    ref = run(torch, np.float32)
+    np.testing.assert_allclose(got[5:], ref[5:], rtol=2e-6, atol=1e-6)
+
+
 def _chain(x, y, with_trig):
     """A run of elementwise entries over x's size: every kind of operand (two tensors,
     a constant on either side, one tensor twice, a leaf used at several places)."""

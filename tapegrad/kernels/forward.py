@@ -33,10 +33,19 @@ def ew_array(op, x, y=None, c=0.0, c2=0.0, parallel=True):
     ``y`` None, the constant ``c`` (``c2``: clamp's upper bound): a new array of x's
     shape and dtype."""
     dt = x.dtype
+    if dt.char == "f" and x.size >= BLOCK_MIN and x.flags.c_contiguous and (
+            y is None or (y.dtype == dt and y.flags.c_contiguous)):
+        # float32: the float64 rule, each block widened and rounded in the kernel (no two
+        # fresh float64 arrays); on one core, as NumPy would (a parallel launch leaves
+        # OpenMP's threads spinning beside BLAS)
+        out = np.empty_like(x)
+        fused.map_single(op, x.reshape(-1), (x if y is None else y).reshape(-1),
+                         y is not None, c, c2, out.reshape(-1), x.size)
+        return out
     if dt.char != "d" or not x.flags.c_contiguous or \
             (y is not None and (y.dtype.char != "d" or not y.flags.c_contiguous)):
-        # float32 (and strided) values: the float64 rule, rounded; on one core, as NumPy
-        # would (a parallel launch here leaves OpenMP's threads spinning beside BLAS)
+        # small float32, mixed or strided values: the float64 rule on float64 copies,
+        # rounded to x's dtype
         r = ew_array(op, np.asarray(x, np.float64, order="C"), None if y is None else
                      np.asarray(y, np.float64, order="C"), c, c2, dt.char == "d")
         return r if dt.char == "d" else r.astype(dt)

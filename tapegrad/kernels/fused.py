@@ -219,6 +219,27 @@ def map_parallel(op, x, y, has_y, c, c2, out, n, threads):
         _map_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), op, x, y, has_y, c, c2, out, n)
 
 
+@njit(**_JIT)
+def map_single(op, x, y, has_y, c, c2, out, n):
+    """``map_serial`` over float32 arrays: each block is widened into float64 scratch,
+    swept by the same float64 rule, and rounded once on the way out (what converting
+    the whole arrays would give, without two fresh float64 arrays)."""
+    T = np.empty(TEMPS * BLOCK)
+    xb, yb, ob = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
+    for k0 in range(0, n, BLOCK):
+        w = min(BLOCK, n - k0)
+        for k in range(w):
+            xb[k] = x[k0 + k]
+        if has_y:
+            for k in range(w):
+                yb[k] = y[k0 + k]
+        elif READS_Y[op]:
+            yb[:w] = c
+        ew_fwd_block(op, xb, 0, yb, 0, ob, 0, c2, w, T)
+        for k in range(w):
+            out[k0 + k] = ob[k]
+
+
 def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
     """out = elementwise op ``code`` of the C-contiguous float64 array ``x`` and ``y`` (an
     array of x's shape) or, ``y`` None, the constant ``c``; by the block kernels (on both
