@@ -8,11 +8,14 @@ import math
 
 import numpy as np
 
+from .autograd.engine import HOST_MIN_MACS
 from .dtypes import TORCH_NAMES
 from .elementwise import result_dtype
+from .kernels import matmul as matmul_kernels
 from .ops.table import CODE
 from .record import broadcast_shape, broadcast_to
 from .shape_ops import _reshaped, reshape, unsqueeze
+from .tape import SINGLE, Y_TRANSPOSED
 from .tensor import _leaf, _norm, _result, buf, recording
 
 
@@ -36,9 +39,20 @@ def _same_dtype(a, b, code):
     raise RuntimeError(f"expected scalar type {na} but found {nb}")
 
 
-def _product(a, b, code):
+def _blocks(a, batch):
+    """``a`` (..., r, c) as C-contiguous (nb, r, c) blocks, its batch dims broadcast."""
+    if a.shape[:-2] != batch:
+        a = np.broadcast_to(a, batch + a.shape[-2:])
+    return np.ascontiguousarray(a).reshape((-1,) + a.shape[-2:])
+
+
+def _product(a, b, code, transposed=False):
+    """``a @ b``, or with ``transposed`` ``a @ b.T`` for a 2-D ``b`` read in place (the
+    entry's mode says so: no transposed copy is recorded)."""
     rd = result_dtype(a, b)
     x, y = np.asarray(a._arr, rd.np), np.asarray(b._arr, rd.np)
+    if transposed:
+        y = y.T
     x2 = x.reshape(1, -1) if x.ndim == 1 else x
     y2 = y.reshape(-1, 1) if y.ndim == 1 else y
     M, K = x2.shape[-2:]
@@ -51,15 +65,23 @@ def _product(a, b, code):
                            f"[{x2.shape[0]}, {K}] but got: [{y2.shape[0]}, {K2}].")
     batch = () if x2.ndim == y2.ndim == 2 else broadcast_shape(x2.shape[:-2], y2.shape[:-2])
     _same_dtype(a, b, code)
-    value = np.matmul(x, y)
+    nb = math.prod(batch)
+    if rd.np.char == "d" and nb * M * K * N < HOST_MIN_MACS:
+        # the sums of the compiled sweep, which replays a product this small (BLAS sums
+        # in another order): a replay gives the eager value bit for bit
+        out = np.empty((nb, M, N))
+        matmul_kernels.product(_blocks(x2, batch), _blocks(y2, batch), out)
+        value = out.reshape(batch + (M,) * (x.ndim > 1) + (N,) * (y.ndim > 1))
+    else:
+        value = np.matmul(x, y)
     t = recording(a, b) if rd.is_floating_point else None
     if t is None:
         return _leaf(_norm(np.asarray(value)))
     ia = broadcast_to(t, buf(t, a, True), x2, batch + (M, K))
     ib = broadcast_to(t, buf(t, b, True), y2, batch + (K, N))
-    nb = math.prod(batch)
-    # extras: the shapes, and whether the backward's products run in float32 BLAS
-    i = t.append(code, ia, ib, value, (nb, M, K, N, int(value.dtype == np.float32)))
+    # extras: the shapes, and the mode: float32 BLAS in the backward, y read transposed
+    mode = (SINGLE if value.dtype == np.float32 else 0) | (Y_TRANSPOSED if transposed else 0)
+    i = t.append(code, ia, ib, value, (nb, M, K, N, mode))
     return _result(_norm(np.asarray(value)), t, i, a._rg or b._rg)
 
 
@@ -80,6 +102,12 @@ def matmul(input, other):
         out = _product(unsqueeze(input, 0), other, CODE["mm"])
         return _reshaped(out, out.shape[1:], CODE["squeeze_mm"])
     return _product(input, other, CODE["matmul"])
+
+
+def mm_transposed(input, weight):
+    """``input @ weight.T`` for 2-D operands (a linear layer): one MmBackward0 entry that
+    reads the weight in place, transposed."""
+    return _product(input, weight, CODE["mm"], transposed=True)
 
 
 def mm(input, mat2):

@@ -198,9 +198,11 @@ def argmin(input, dim=None, keepdim=False):
 
 
 # -- composites ----------------------------------------------------------------------------
-def composite(node_name, fn, *inputs):
+def composite(node_name, fn, *inputs, transposed=None):
     """Run ``fn()`` and show the entries it records as one Node ``node_name``: the inner
-    entries are hidden, and the graph views look through them to ``inputs``."""
+    entries are hidden, and the graph views look through them to ``inputs``.  Input
+    number ``transposed`` (a weight that ``fn`` reads transposed in place) shows behind
+    a TBackward0 of its own, as PyTorch records ``weight.t()``."""
     t = recording(*inputs)
     start = t.next if t is not None else 0
     out = fn()
@@ -208,8 +210,10 @@ def composite(node_name, fn, *inputs):
         _hide(t, start, out._i)
         t.names[out._i] = node_name
         # next_functions: one edge per input, in order (None where it has no gradient)
-        t.autograd.composite_inputs[out._i] = [
-            buf(t, x, False) if isinstance(x, Tensor) and x._rg else -1 for x in inputs]
+        ins = [buf(t, x, False) if isinstance(x, Tensor) and x._rg else -1 for x in inputs]
+        if transposed is not None and ins[transposed] >= 0:
+            ins[transposed] = ("t", ins[transposed])
+        t.autograd.composite_inputs[out._i] = ins
     return out
 
 

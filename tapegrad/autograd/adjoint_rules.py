@@ -270,16 +270,17 @@ def reduce(i, g, h):
 
 
 def matmul(i, g, h):
-    nb, M, K, N = (int(v) for v in h.extras(i)[:4])
+    nb, M, K, N, _, ty = h.product(i)
     a, b = h.A[i], h.B[i]
     go = g.reshape(nb, M, N)
     out = []
-    if _wants(h, a):
-        y = h(b).reshape(nb, K, N)
-        out.append((a, (go @ y.transpose(1, 2)).reshape(h.shape(a))))
-    if _wants(h, b):
+    if _wants(h, a):        # g y^T; y^T is (nb, N, K): y's values as they are stored if ty
+        yt = h(b).reshape(nb, N, K) if ty else h(b).reshape(nb, K, N).transpose(1, 2)
+        out.append((a, (go @ yt).reshape(h.shape(a))))
+    if _wants(h, b):        # x^T g, stored transposed (g^T x) if ty
         x = h(a).reshape(nb, M, K)
-        out.append((b, (x.transpose(1, 2) @ go).reshape(h.shape(b))))
+        gy = go.transpose(1, 2) @ x if ty else x.transpose(1, 2) @ go
+        out.append((b, gy.reshape(h.shape(b))))
     return out
 
 

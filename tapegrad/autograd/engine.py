@@ -397,18 +397,20 @@ def host_matmul(t, i, G):
     """Adjoints of matrix product entry ``i`` through NumPy's BLAS, on views of the
     arenas: x (nb, M, K) @ y (nb, K, N) = out; dx += g y^T, dy += x^T g.  A product of
     float32 tensors runs in float32 BLAS (the arenas are float64)."""
-    nb, M, K, N, single = (int(v) for v in t.extras(i)[:5])
-    dt = np.float32 if single else np.float64
+    nb, M, K, N, dt, ty = t.product(i)
     V, OFF = t.V, t.OFF
     a, b, oi = int(t.A[i]), int(t.B[i]), int(OFF[i])
     g = G[oi:oi + nb * M * N].reshape(nb, M, N).astype(dt, copy=False)
     oa, ob = int(OFF[a]), int(OFF[b])
     if t.OP[a] != tp.CONST:
-        G[oa:oa + nb * M * K].reshape(nb, M, K)[...] += g @ V[ob:ob + nb * K * N].reshape(
-            nb, K, N).astype(dt, copy=False).transpose(0, 2, 1)
-    if t.OP[b] != tp.CONST:
-        G[ob:ob + nb * K * N].reshape(nb, K, N)[...] += V[oa:oa + nb * M * K].reshape(
-            nb, M, K).astype(dt, copy=False).transpose(0, 2, 1) @ g
+        y = tp.y_blocks(V[ob:ob + nb * K * N], nb, K, N, ty).astype(dt, copy=False)
+        G[oa:oa + nb * M * K].reshape(nb, M, K)[...] += g @ y.transpose(0, 2, 1)
+    if t.OP[b] != tp.CONST:      # (y stored transposed: its adjoint is g^T x, in place)
+        x = V[oa:oa + nb * M * K].reshape(nb, M, K).astype(dt, copy=False)
+        if ty:
+            G[ob:ob + nb * K * N].reshape(nb, N, K)[...] += g.transpose(0, 2, 1) @ x
+        else:
+            G[ob:ob + nb * K * N].reshape(nb, K, N)[...] += x.transpose(0, 2, 1) @ g
 
 
 def consume_swept(t, live):

@@ -15,7 +15,7 @@ from ..tape import CONSUMED, HIDDEN
 from .saved_hooks import (disable_saved_tensors_hooks, save_on_cpu, saved_tensors_hooks,
                           unpacked_slot)
 
-__all__ = ["AccumulateGrad", "Node", "disable_saved_tensors_hooks", "save_on_cpu",
+__all__ = ["AccumulateGrad", "Node", "TransposedWeight", "disable_saved_tensors_hooks", "save_on_cpu",
            "saved_tensors_hooks"]
 
 _LEAF, _CONST, _EXTERNAL = CODE["leaf"], CODE["const"], CODE["external"]
@@ -103,6 +103,49 @@ class Node:
 
     def __repr__(self):
         return f"<{self.name()} object at {hex(id(self))}>"
+
+
+class TransposedWeight(Node):
+    """The TBackward0 behind a linear layer's weight.  tapegrad's product reads the
+    weight in place, transposed (no copy, no entry of its own): this node stands for the
+    ``weight.t()`` that PyTorch records; ``_i`` is the weight's buffer.  Its edge on the
+    layer's node carries the gradient of the transpose, as PyTorch's does."""
+
+    __slots__ = ()
+
+    def name(self):
+        return "TBackward0"
+
+    @property
+    def next_functions(self):
+        node, nr, _ = _visible(self._t(), self._i)[0]
+        return ((node, nr),)
+
+    def __call__(self, *grads):
+        if len(grads) != 1:
+            raise TypeError(f"TBackward0 takes 1 gradient(s), got {len(grads)}")
+        return None if grads[0] is None else grads[0].t()
+
+    def _no_hooks(self, *args):
+        raise RuntimeError("hooks on the TBackward0 of a linear layer's weight are not "
+                           "supported: tapegrad reads the weight in place, transposed; "
+                           "register the hook on the layer's node or on the weight")
+
+    register_hook = register_prehook = _no_hooks
+
+
+def transposed_weight(t, i, b):
+    """The TBackward0 (one per composite entry i) of weight buffer b."""
+    node = t.autograd.views.get(("t", i))
+    if node is None:
+        node = t.autograd.views[("t", i)] = TransposedWeight(t, b)
+    return node
+
+
+def edge_gradient(node, g):
+    """An edge's gradient as its node sees it: a TransposedWeight's is the transpose of
+    the weight's (both ways: the transpose is its own inverse)."""
+    return g.t() if g is not None and node.__class__ is TransposedWeight else g
 
 
 class AccumulateGrad:
@@ -212,7 +255,8 @@ def edges(t, i, hidden=None):
         else:
             out.extend(_visible(t, j, hidden))
     if declared is not None:   # a composite: its inputs, in order (hidden ones looked through)
-        return [(None, 0, -1) if b < 0 else _visible(t, b)[0] for b in declared]
+        return [(transposed_weight(t, i, b[1]), 0, b[1]) if b.__class__ is tuple else
+                (None, 0, -1) if b < 0 else _visible(t, b)[0] for b in declared]
     if i in t.names:   # a composite: each input once
         seen, uniq = set(), []
         for edge in out:

@@ -28,7 +28,7 @@ from ..ops.table import CODE
 from ..tape import HOOKED, live_tape
 from ..tensor import from_array
 from .adjoint_rules import RULES
-from .graph import _PIECES, edges, node_of, node_outputs
+from .graph import _PIECES, edge_gradient, edges, node_of, node_outputs
 from .hooks import RemovableHandle, replaced, run_hooks
 from .recorded_backward import _add, _complete, _Reader
 from .saved_hooks import restore, rule_contributions, write_unpacked
@@ -111,10 +111,10 @@ def node_backward(t, h, hooks, grads):
     hidden = set()
     node_edges = edges(t, hooks.key, hidden)
     grad_inputs, swept = _node_backward(t, h, hooks.key, entries, grads, node_edges, hidden)
-    grad_inputs = tuple(grad_inputs)
+    grad_inputs = tuple(edge_gradient(node, g) for (node, _, _), g in zip(node_edges, grad_inputs))
     for fn in list(hooks.post.values()):
         grad_inputs = replaced(fn, fn(grad_inputs, grad_outputs), grad_inputs)
-    return swept, [(b, g) for (_, _, b), g in zip(node_edges, grad_inputs)
+    return swept, [(b, edge_gradient(node, g)) for (node, _, b), g in zip(node_edges, grad_inputs)
                    if b >= 0 and g is not None]
 
 
@@ -131,7 +131,8 @@ def node_gradients(t, key, grads):
     hidden = set()
     node_edges = edges(t, key, hidden)
     entries = node_outputs(t, key)[0]
-    return list(_node_backward(t, None, key, entries, grads, node_edges, hidden)[0])
+    return [edge_gradient(node, g) for (node, _, _), g in zip(
+        node_edges, _node_backward(t, None, key, entries, grads, node_edges, hidden)[0])]
 
 
 def _walk(t, h, entries, grads, node_edges, hidden):

@@ -156,6 +156,12 @@ def _gather_map(r, i):
     return _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
 
 
+def _product_dims(r, i):
+    """(nb, M, K, N, ysk, ysn) of product entry i, y's strides as ``kernels.matmul.dims``."""
+    nb, M, K, N, _, ty = r.product(i)
+    return (nb, M, K, N) + ((1, K) if ty else (N, 1))
+
+
 class _Tape:
     """Straight-line IR for one recording: each buffer a list of element values."""
 
@@ -255,7 +261,7 @@ class _Tape:
 
     def _matmul(self, i, X, Y):
         em = self.em
-        nb, M, K, N = (int(v) for v in self.r.extras(i)[:4])
+        nb, M, K, N, ysk, ysn = _product_dims(self.r, i)
         out = []
         for bt in range(nb):
             for m in range(M):
@@ -263,7 +269,7 @@ class _Tape:
                     acc = const(0.0)
                     for k in range(K):
                         p = em.tmp(f"fmul double {X[bt * M * K + m * K + k]}, "
-                                   f"{Y[bt * K * N + k * N + n]}")
+                                   f"{Y[bt * K * N + k * ysk + n * ysn]}")
                         acc = em.tmp(f"fadd double {acc}, {p}")
                     out.append(acc)
         return out
@@ -397,7 +403,7 @@ class _Tape:
     def _matmul_adjoint(self, i, g):
         """dx = g y^T, dy = x^T g, in the interpreter's loop order."""
         r, em = self.r, self.em
-        nb, M, K, N = (int(v) for v in r.extras(i)[:4])
+        nb, M, K, N, ysk, ysn = _product_dims(r, i)
         a, b = int(r.A[i]), int(r.B[i])
         X, Y = self.elems(a), self.elems(b)
         for bt in range(nb):
@@ -407,14 +413,15 @@ class _Tape:
                     for k in range(K):
                         acc = const(0.0)
                         for n in range(N):
-                            p = em.tmp(f"fmul double {g[go + m * N + n]}, {Y[yb + k * N + n]}")
+                            y = Y[yb + k * ysk + n * ysn]
+                            p = em.tmp(f"fmul double {g[go + m * N + n]}, {y}")
                             acc = em.tmp(f"fadd double {acc}, {p}")
                         self.add(a, xa + m * K + k, acc)
             if r.OP[b] != _CONST:
                 for m in range(M):
                     for k in range(K):
                         for n in range(N):
-                            self.add(b, yb + k * N + n,
+                            self.add(b, yb + k * ysk + n * ysn,
                                      em.tmp(f"fmul double {X[xa + m * K + k]}, {g[go + m * N + n]}"))
 
     def _reduce_adjoint(self, i, name, g):

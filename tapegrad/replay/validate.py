@@ -245,9 +245,9 @@ class _Checker:
         self.within(i, shape, strides, 0, self.sizes[i], "its input's elements")
 
     def check_matmul(self, i):
-        nb, M, K, N, single = self.extra(i, 5)
-        if min(nb, M, K, N) < 0 or single not in (0, 1):
-            self.fail(f"entry {i} ({self.name(i)}): product dims {(nb, M, K, N, single)}")
+        nb, M, K, N, mode = self.extra(i, 5)
+        if min(nb, M, K, N) < 0 or mode not in range(4):
+            self.fail(f"entry {i} ({self.name(i)}): product dims {(nb, M, K, N, mode)}")
         self.loops(i, (nb, M, K, N), "product dims")
         want = (nb * M * K, nb * K * N, nb * M * N)
         got = (self.sizes[self.A[i]], self.sizes[self.B[i]], self.sizes[i])

@@ -15,6 +15,7 @@ from ..kernels import fused
 from ..kernels.generated import EW_LAST, MATMUL_FIRST, MATMUL_LAST, SOURCE_FIRST, SOURCE_LAST
 from ..kernels.replay import forward
 from ..kernels.reverse import DONE, FUSE, HOST, sweep
+from ..tape import y_blocks
 
 _NO_HOST = np.iinfo(np.int64).max
 # elementwise entries this large replay in fused runs, as the eager sweep sweeps them
@@ -65,12 +66,11 @@ def segments(r):
 
 
 def _blas_forward(r, e):
-    nb, M, K, N, single = (int(v) for v in r.extras(e)[:5])
-    dt = np.float32 if single else np.float64
+    nb, M, K, N, dt, ty = r.product(e)
     V, OFF = r.V, r.OFF
     oa, ob, oi = int(OFF[r.A[e]]), int(OFF[r.B[e]]), int(OFF[e])
     x = V[oa:oa + nb * M * K].reshape(nb, M, K).astype(dt, copy=False)
-    y = V[ob:ob + nb * K * N].reshape(nb, K, N).astype(dt, copy=False)
+    y = y_blocks(V[ob:ob + nb * K * N], nb, K, N, ty).astype(dt, copy=False)
     V[oi:oi + nb * M * N].reshape(nb, M, N)[...] = np.matmul(x, y)
 
 

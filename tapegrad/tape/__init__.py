@@ -31,7 +31,7 @@ values are never written to (in-place ops rebind), and an arena that views still
 refer to is never reused: ``_reset``, ``release`` and the pools check its refcount.
 """
 from .arena import _pool
-from .columns import COLUMNS, CONSUMED, HIDDEN, HOOKED, Layout
+from .columns import COLUMNS, CONSUMED, HIDDEN, HOOKED, SINGLE, Y_TRANSPOSED, Layout, y_blocks
 from .entry_state import EntryState
 from .tape import (CODE, CONST, EXTERNAL, LEAF, LOCATIONS, PLACE_MIN, SECOND_BACKWARD, Tape,
                    _live,

@@ -9,6 +9,12 @@ _COLUMNS = (("OP", np.int16), ("A", np.int64), ("B", np.int64), ("C", np.float64
             ("C2", np.float64), ("OFF", np.int64), ("META", np.int64), ("FLAGS", np.uint8),
             ("IAUX", np.int64))
 COLUMNS = tuple(name for name, _ in _COLUMNS if name != "IAUX")   # per-entry columns
+SINGLE, Y_TRANSPOSED = 1, 2   # a product's mode bits (extras[4]): float32 BLAS; y stored (N, K)
+
+
+def y_blocks(flat, nb, K, N, transposed):
+    """A product's y values (``flat``) as its (nb, K, N) operand: a view either way."""
+    return flat.reshape(nb, N, K).transpose(0, 2, 1) if transposed else flat.reshape(nb, K, N)
 
 
 class Layout:
@@ -38,6 +44,13 @@ class Layout:
         """(outer, [(buffer, inner), ...]) of a concatenation entry."""
         ex = self.extras(i)
         return int(ex[0]), [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(int(ex[1]))]
+
+    def product(self, i):
+        """(nb, M, K, N, dtype, y_transposed) of a matrix-product entry, x (nb, M, K) @
+        y (nb, K, N): the dtype its BLAS runs in, and whether y's values are stored as
+        (nb, N, K) (a weight read in place, transposed)."""
+        nb, M, K, N, mode = (int(v) for v in self.extras(i)[:5])
+        return nb, M, K, N, np.float32 if mode & SINGLE else np.float64, bool(mode & Y_TRANSPOSED)
 
     def value(self, i):
         """The recorded value of buffer ``i`` as a float64 array (a copy)."""

@@ -16,4 +16,5 @@ class EntryState:
         self.packed = {}         # its saved values packed by saved_tensors_hooks
         self.functions = {}      # the custom Function call it is an output of
         self.modified = {}       # (tensor, version now, version saved): in-place ops
-        self.composite_inputs = {}   # a composite op's inputs' buffers (-1: none), in order
+        self.composite_inputs = {}   # a composite op's inputs' buffers (-1: none; ("t", b):
+                                     # b read transposed in place), in order

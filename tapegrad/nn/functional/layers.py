@@ -1,23 +1,28 @@
 """linear and dropout."""
 
 from ...factories import _rng
-from ...linalg import matmul
+from ...linalg import matmul, mm_transposed
 from ...reductions import composite
 from ...tensor import from_array
 
 
 def linear(input, weight, bias=None):
-    """input @ weight.T + bias, recorded as PyTorch records it: the weight's TBackward0,
-    and for other than 2-D inputs a flattening view, one AddmmBackward0 (MmBackward0
-    without bias) Node on 2-D operands, and a view back."""
-    wt = weight.t()
+    """input @ weight.T + bias, shown as PyTorch records it: for other than 2-D inputs a
+    flattening view, one AddmmBackward0 (MmBackward0 without bias) Node on 2-D operands
+    whose weight edge is a TBackward0, and a view back.  The product reads the weight in
+    place (``mm_transposed``): the TBackward0 is a view with no entry (and no copy)."""
     if input.ndim == 1 and bias is None:
-        return matmul(input, wt)                 # SqueezeBackward4 of an MmBackward0
+        return matmul(input, weight.t())         # SqueezeBackward4 of an MmBackward0
+    if weight.ndim != 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                           f"{weight.ndim}D")
     x2 = input if input.ndim == 2 else input.reshape(-1, input.shape[-1])
     if bias is None:
-        y = matmul(x2, wt)
+        y = composite("MmBackward0", lambda: mm_transposed(x2, weight), x2, weight,
+                      transposed=1)
     else:
-        y = composite("AddmmBackward0", lambda: bias + matmul(x2, wt), bias, x2, wt)
+        y = composite("AddmmBackward0", lambda: bias + mm_transposed(x2, weight), bias, x2,
+                      weight, transposed=2)
     if input.ndim == 2:
         return y
     shape = (*input.shape[:-1], weight.shape[0])
