@@ -68,10 +68,10 @@ def _accumulate(x, g):
     (after the leaf's tensor hooks and AccumulateGrad prehooks, if it has any); returns
     the gradient added."""
     extra = x.__dict__
-    if extra and "_hooks" in extra:
+    if "_hooks" in extra:
         g = run_hooks(extra["_hooks"], np.reshape(g, x._arr.shape), x.dtype.np,
                       accumulate_hooks(extra))
-    old = extra.get("_grad")           # (x.grad's own slot: no property on the hot path)
+    old = extra["_grad"] if "_grad" in extra else None   # (x.grad's own slot: no property)
     d = x._d
     if d.__class__ is float:           # the scalar path: one float, one new tensor
         if old is None:
@@ -130,15 +130,18 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     deliveries, _ = engine.run(outputs, seeds, retain_graph, create_graph=create_graph)
     with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
         for leaf, g in deliveries:
-            if leaf._rg:
-                fresh = "_grad" not in leaf.__dict__ or leaf.__dict__["_grad"] is None
-                g = accumulate(leaf, g)
-                extra = leaf.__dict__
-                if "_post_hooks" in extra:
-                    _post_accumulate(extra["_post_hooks"], leaf, create_graph)
-                    acc = accumulate_hooks(extra)
-                    if acc is not None:   # a new .grad is the gradient itself (PyTorch's)
-                        accumulate_post_hooks(acc, leaf.grad if fresh else g)
+            if not leaf._rg:
+                continue
+            extra = leaf.__dict__
+            if "_post_hooks" not in extra:
+                accumulate(leaf, g)
+                continue
+            fresh = extra.get("_grad") is None
+            g = accumulate(leaf, g)
+            _post_accumulate(extra["_post_hooks"], leaf, create_graph)
+            acc = accumulate_hooks(extra)
+            if acc is not None:   # a new .grad is the gradient itself (PyTorch's)
+                accumulate_post_hooks(acc, leaf.grad if fresh else g)
 
 
 def _while_tracing(create_graph):
