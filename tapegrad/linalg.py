@@ -12,6 +12,7 @@ from .autograd.engine import HOST_MIN_MACS
 from .dtypes import TORCH_NAMES
 from .elementwise import result_dtype
 from .kernels import matmul as matmul_kernels
+from .kernels.threads import one_blas_thread
 from .ops.table import CODE
 from .record import broadcast_shape, broadcast_to
 from .shape_ops import _reshaped, reshape, unsqueeze
@@ -73,7 +74,8 @@ def _product(a, b, code, transposed=False):
         matmul_kernels.product(_blocks(x2, batch), _blocks(y2, batch), out)
         value = out.reshape(batch + (M,) * (x.ndim > 1) + (N,) * (y.ndim > 1))
     else:
-        value = np.matmul(x, y)
+        with one_blas_thread(nb * M * K * N):
+            value = np.matmul(x, y)
     t = recording(a, b) if rd.is_floating_point else None
     if t is None:
         return _leaf(_norm(np.asarray(value)))

@@ -153,3 +153,42 @@ def test_shared_graph_without_retain_graph():
         assert all(r == "ok" or r.startswith("Trying to backward through the graph a second")
                    for r in results)
         np.testing.assert_allclose(grad, each, rtol=1e-12)
+
+
+def test_tapegrads_products_run_blas_on_one_thread_and_give_the_count_back():
+    """Inside ``one_blas_thread`` the OpenBLAS that NumPy loaded runs one thread (its
+    pool would compete with the parallel kernels' for the cores); the user's count comes
+    back after the last of several threads inside leaves, and products stay right."""
+    from tapegrad.kernels import threads as th
+    with open("/proc/self/maps") as f:
+        has_openblas = any("openblas" in line.lower() for line in f)
+    blas = th._openblas()
+    assert (blas is not None) == has_openblas
+    if blas is None:               # another BLAS: nothing is changed
+        with th.one_blas_thread():
+            pass
+        return
+    get, put = blas
+    before = get()
+    put(2)
+    try:
+        inside, barrier = [], threading.Barrier(4)
+
+        def work():
+            with th.one_blas_thread():
+                barrier.wait()
+                inside.append(get())
+                a = np.arange(12.0).reshape(3, 4)
+                np.testing.assert_array_equal(a @ a.T, np.einsum("ik,jk->ij", a, a))
+                barrier.wait()
+        ts = [threading.Thread(target=work) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert inside == [1, 1, 1, 1]
+        assert get() == 2
+        with th.one_blas_thread(th.BLAS_PARALLEL_MIN):   # a large product keeps them,
+            assert get() == (1 if th.LONG_SPIN else 2)    # unless libgomp spins long
+    finally:
+        put(before)

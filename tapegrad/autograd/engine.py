@@ -25,6 +25,7 @@ from ..ops import rules
 from ..ops.table import BY_CODE
 from ..kernels import fused
 from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep
+from ..kernels.threads import one_blas_thread
 
 
 class Callbacks:
@@ -394,10 +395,16 @@ def _host_function(t, i, G, live, needed=None):
 
 
 def host_matmul(t, i, G):
-    """Adjoints of matrix product entry ``i`` through NumPy's BLAS, on views of the
-    arenas: x (nb, M, K) @ y (nb, K, N) = out; dx += g y^T, dy += x^T g.  A product of
-    float32 tensors runs in float32 BLAS (the arenas are float64)."""
+    """Adjoints of matrix product entry ``i`` through NumPy's BLAS (on this thread:
+    ``threads.one_blas_thread``), on views of the arenas: x (nb, M, K) @ y (nb, K, N) =
+    out; dx += g y^T, dy += x^T g.  A product of float32 tensors runs in float32 BLAS
+    (the arenas are float64)."""
     nb, M, K, N, dt, ty = t.product(i)
+    with one_blas_thread(nb * M * K * N):
+        _host_matmul(t, i, G, nb, M, K, N, dt, ty)
+
+
+def _host_matmul(t, i, G, nb, M, K, N, dt, ty):
     V, OFF = t.V, t.OFF
     a, b, oi = int(t.A[i]), int(t.B[i]), int(OFF[i])
     g = G[oi:oi + nb * M * N].reshape(nb, M, N).astype(dt, copy=False)

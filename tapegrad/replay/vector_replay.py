@@ -14,6 +14,7 @@ from ..autograd.engine import HOST_MIN_MACS, host_matmul
 from ..kernels import fused
 from ..kernels.generated import EW_LAST, MATMUL_FIRST, MATMUL_LAST, SOURCE_FIRST, SOURCE_LAST
 from ..kernels.replay import forward
+from ..kernels.threads import one_blas_thread
 from ..kernels.reverse import DONE, FUSE, HOST, sweep
 from ..tape import y_blocks
 
@@ -71,7 +72,8 @@ def _blas_forward(r, e):
     oa, ob, oi = int(OFF[r.A[e]]), int(OFF[r.B[e]]), int(OFF[e])
     x = V[oa:oa + nb * M * K].reshape(nb, M, K).astype(dt, copy=False)
     y = y_blocks(V[ob:ob + nb * K * N], nb, K, N, ty).astype(dt, copy=False)
-    V[oi:oi + nb * M * N].reshape(nb, M, N)[...] = np.matmul(x, y)
+    with one_blas_thread(nb * M * K * N):
+        V[oi:oi + nb * M * N].reshape(nb, M, N)[...] = np.matmul(x, y)
 
 
 def run_forward(r):
