@@ -24,8 +24,8 @@ def dims(i, META, IAUX):
 @njit(**_JIT)
 def _product(x, y, o):
     """o = x @ y for one (M, K) x, (K, N) y and (M, N) o: each output summed from 0 in k
-    order (the loop runs k outside n, so that it vectorises over n; the sum per output
-    is the same)."""
+    order, as ``forward`` sums it (here k runs outside n, so that the loop vectorises
+    over n: the sum per output is the same)."""
     M, K = x.shape
     N = y.shape[1]
     for m in range(M):
@@ -39,18 +39,17 @@ def _product(x, y, o):
 
 @njit(**_JIT)
 def forward(i, A, B, OFF, META, IAUX, V):
+    """A replay's product: each output summed from 0 in k order, as ``_product``."""
     nb, M, K, N, ysk, ysn = dims(i, META, IAUX)
     oa, ob, oi = OFF[A[i]], OFF[B[i]], OFF[i]
-    x = V[oa:oa + nb * M * K].reshape((nb, M, K))
-    o = V[oi:oi + nb * M * N].reshape((nb, M, N))
-    if ysn == 1:
-        y = V[ob:ob + nb * K * N].reshape((nb, K, N))
-        for bt in range(nb):
-            _product(x[bt], y[bt], o[bt])
-    else:                      # y stored transposed, (nb, N, K)
-        yt = V[ob:ob + nb * K * N].reshape((nb, N, K))
-        for bt in range(nb):
-            _product(x[bt], yt[bt].T, o[bt])
+    for bt in range(nb):
+        xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
+        for m in range(M):
+            for n in range(N):
+                acc = 0.0
+                for k in range(K):
+                    acc += V[xa + m * K + k] * V[yb + k * ysk + n * ysn]
+                V[go + m * N + n] = acc
 
 
 @njit(**_JIT)
