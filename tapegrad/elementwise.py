@@ -155,6 +155,24 @@ def _array_result(code, r, x, y, c, sx, sy):
     return _result(r, t, t.append(code, ia, ib, r, c=c), rg)
 
 
+def _broadcast_result(code, arr, x, y, sx, sy):
+    """A float op on two arrays of one dtype and different shapes: ``_general``'s result
+    and recording (each operand broadcast by a hidden expand entry where needed),
+    without its promotion and Python-number cases.  A trailing-dims operand (a bias)
+    skips the general shape rule."""
+    xd, yd = x._d, y._d
+    xs, ys = xd.shape, yd.shape
+    out_shape = xs if ys == xs[len(xs) - len(ys):] else broadcast_shape(xs, ys)
+    r = arr(xd if xs == out_shape else np.broadcast_to(xd, out_shape),
+            yd if ys == out_shape else np.broadcast_to(yd, out_shape))
+    t = recording(x, y)
+    if t is None:
+        return _leaf(_norm(r))
+    ia = broadcast_to(t, buf(t, x, sx), xd, out_shape)
+    ib = broadcast_to(t, buf(t, y, sy), yd, out_shape)
+    return _result(_norm(r), t, t.append(code, ia, ib, r), x._rg or y._rg)
+
+
 def _large(x, d):
     """Is ``d`` (x's value) a float64 array large enough to be computed straight into
     the tape's arena?  (From ``fused.FUSE_MIN`` on, smaller ones are computed by the
@@ -270,7 +288,9 @@ def _make_binary(op):
         if xd.__class__ is np.ndarray and xd.dtype.kind == "f":
             if yc is Tensor:
                 yd = y._d
-                if yd.__class__ is np.ndarray and yd.shape == xd.shape and yd.dtype == xd.dtype:
+                if yd.__class__ is np.ndarray and yd.dtype == xd.dtype:
+                    if yd.shape != xd.shape:
+                        return _broadcast_result(code, arr, x, y, sx, sy)
                     if _large(x, xd) and yd.flags.c_contiguous:
                         return _large_result(code, x, y, 0.0, sx, sy)
                     return _array_result(code, arr(xd, yd), x, y, 0.0, sx, sy)

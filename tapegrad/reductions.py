@@ -74,8 +74,24 @@ def _sum_kept(arr, dims, dtype=None):
     return out.reshape(kept).astype(dtype or arr.dtype, copy=False)
 
 
+def _sum_all(arr):
+    """The float64 sum of all of float array ``arr``'s values, in ``sum_into``'s order."""
+    x = np.ascontiguousarray(arr, np.float64).reshape(-1)
+    out = np.empty(1)
+    reduce_kernels.sum_into(x, 0, out, 0, x.size, 1, _NO_MAP, 0)
+    return out[0]
+
+
+def _all(x, total, code):
+    """Record the reduction ``code`` of all of x's values, whose result is ``total``."""
+    value = np.asarray(total, x._arr.dtype)
+    return _out(x, value, lambda t, ia: t.append(code, ia, -1, value, (0,) * x.ndim))
+
+
 def sum(input, dim=None, keepdim=False, dtype=None):
     arr = input._arr
+    if dim is None and dtype is None and not keepdim and arr.dtype.kind == "f":
+        return _all(input, _sum_all(arr), CODE["sum"])
     if dtype is not None:
         arr = arr.astype(dtypes.to_np(dtype))
     elif arr.dtype.kind in "bi":
@@ -90,8 +106,10 @@ def sum(input, dim=None, keepdim=False, dtype=None):
 def mean(input, dim=None, keepdim=False, dtype=None):
     if dtype is None:
         _float_only(input, "mean")
-    dims = _dims(input, dim)
     arr = input._arr
+    if dim is None and not keepdim and arr.dtype.kind == "f" and arr.size and dtype is None:
+        return _all(input, _sum_all(arr) / arr.size, CODE["mean"])
+    dims = _dims(input, dim)
     count = math.prod(arr.shape[d] for d in dims)
     if arr.dtype.kind == "f" and count:
         value = (_sum_kept(arr, dims, np.float64) / count).astype(arr.dtype, copy=False)

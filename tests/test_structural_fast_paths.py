@@ -189,3 +189,31 @@ def test_a_number_among_the_tensors_is_pytorchs_type_error(both, name):
         return str(e.value)
     t, g = both(program)
     assert g == t
+
+
+BROADCASTS = [((5, 3), (3,)), ((2, 5, 3), (5, 3)), ((4, 1), (1, 3)), ((3,), (2, 3)), ((), (4,))]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "maximum", "atan2", "pow"])
+def test_broadcast_binary_ops_and_full_reductions_are_pytorchs(name, shapes, dtype):
+    """Two float arrays of one dtype and different shapes (a bias, an outer product, a
+    0-d array), then a full sum and mean: values, dtypes, Node names and gradients."""
+    rng = np.random.RandomState(len(name))
+    vals = [rng.uniform(0.5, 2.0, s) for s in shapes]
+    out = []
+    for m in (tg, torch):
+        x, y = (m.tensor(v, dtype=getattr(m, dtype), requires_grad=True) for v in vals)
+        z = getattr(m, name)(x, y)
+        s = z.sum() * 0.5 + (z * z).mean()
+        s.backward()
+        out.append((z.detach().numpy(), s.item(), str(z.dtype).split(".")[-1], _graph(z),
+                    _graph(s), x.grad.numpy(), y.grad.numpy()))
+    tol = 1e-12 if dtype == "float64" else 2e-6
+    (zt, st, dt, gz, gs, gxt, gyt), (zr, sr, dr, rz, rs, gxr, gyr) = out
+    assert (dt, gz, gs) == (dr, rz, rs)
+    np.testing.assert_allclose(zt, zr, rtol=tol)
+    assert st == pytest.approx(sr, rel=tol)
+    np.testing.assert_allclose(gxt, gxr, rtol=10 * tol, atol=tol)
+    np.testing.assert_allclose(gyt, gyr, rtol=10 * tol, atol=tol)
