@@ -68,6 +68,10 @@ PRODUCTS = {   # (operand shapes, product): every product code, batches broadcas
     "linear": (((5, 4), (3, 4)), lambda a, b: tg.nn.functional.linear(a, b, b[:, 0])),
     "linear, no bias": (((2, 5, 4), (3, 4)), tg.nn.functional.linear),
     "past HOST_MIN_MACS": (((64, 40), (40, 30)), lambda a, b: a @ b.tanh()),
+    "past HOST_MIN_MACS, one output column": (((64, 600), (600, 1)), lambda a, b: a @ b),
+    "past HOST_MIN_MACS, one row": (((1, 300), (300, 200)), lambda a, b: a @ b),
+    "past HOST_MIN_MACS, linear to one output": (((64, 600), (1, 600)),
+                                                lambda a, b: tg.nn.functional.linear(a, b)),
 }
 
 
@@ -99,6 +103,7 @@ def test_replayed_and_compiled_products_are_the_eager_ones(name):
                 np.testing.assert_array_equal(g.numpy(), x.grad.numpy())
         ts = [torch.tensor(v, requires_grad=True) for v in p]
         torch_f = {"bmm": torch.bmm, "linear, no bias": torch.nn.functional.linear,
+                   "past HOST_MIN_MACS, linear to one output": torch.nn.functional.linear,
                    "linear": lambda a, b: torch.nn.functional.linear(a, b, b[:, 0])}.get(name, f)
         p = torch_f(*ts)
         (p * p.sin()).sum().backward()

@@ -24,6 +24,7 @@ from .. import tape as tp
 from ..ops import rules
 from ..ops.table import BY_CODE
 from ..kernels import fused
+from ..kernels.matmul import add_outer
 from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep
 from ..kernels.threads import one_blas_thread
 
@@ -409,12 +410,21 @@ def _host_matmul(t, i, G, nb, M, K, N, dt, ty):
     a, b, oi = int(t.A[i]), int(t.B[i]), int(OFF[i])
     g = G[oi:oi + nb * M * N].reshape(nb, M, N).astype(dt, copy=False)
     oa, ob = int(OFF[a]), int(OFF[b])
-    if t.OP[a] != tp.CONST:
-        y = tp.y_blocks(V[ob:ob + nb * K * N], nb, K, N, ty).astype(dt, copy=False)
-        G[oa:oa + nb * M * K].reshape(nb, M, K)[...] += g @ y.transpose(0, 2, 1)
+    outer = nb == 1 and dt == np.float64     # (an adjoint that is an outer product is
+    if t.OP[a] != tp.CONST:                  # added in place: no product temporary)
+        if outer and N == 1:
+            add_outer(G[oa:oa + M * K].reshape(M, K), g[0, :, 0], V[ob:ob + K])
+        else:
+            y = tp.y_blocks(V[ob:ob + nb * K * N], nb, K, N, ty).astype(dt, copy=False)
+            G[oa:oa + nb * M * K].reshape(nb, M, K)[...] += g @ y.transpose(0, 2, 1)
     if t.OP[b] != tp.CONST:      # (y stored transposed: its adjoint is g^T x, in place)
         x = V[oa:oa + nb * M * K].reshape(nb, M, K).astype(dt, copy=False)
-        if ty:
+        if outer and M == 1:
+            if ty:
+                add_outer(G[ob:ob + K * N].reshape(N, K), g[0, 0], x[0, 0])
+            else:
+                add_outer(G[ob:ob + K * N].reshape(K, N), x[0, 0], g[0, 0])
+        elif ty:
             G[ob:ob + nb * K * N].reshape(nb, N, K)[...] += g.transpose(0, 2, 1) @ x
         else:
             G[ob:ob + nb * K * N].reshape(nb, K, N)[...] += x.transpose(0, 2, 1) @ g

@@ -62,6 +62,15 @@ def product(x, y, out):
 
 
 @njit(**_JIT)
+def add_outer(out, u, v):
+    """out += outer(u, v), in place (the adjoint of a product whose summed dim is 1)."""
+    for m in range(u.shape[0]):
+        um = u[m]
+        for k in range(v.shape[0]):
+            out[m, k] += um * v[k]
+
+
+@njit(**_JIT)
 def reverse(i, OP, A, B, OFF, META, IAUX, V, G):
     """out[b] = x[b] @ y[b] with x (nb, M, K), y (nb, K, N): dx = g y^T, dy = x^T g."""
     nb, M, K, N, ysk, ysn = dims(i, META, IAUX)
