@@ -89,8 +89,14 @@ def gather_reverse(i, A, OFF, META, IAUX, G, omap):
             for i1 in range(s1):
                 for i2 in range(s2):
                     o = base + i0 * t0 + i1 * t1 + i2 * t2
-                    for i3 in range(s3):
-                        G[o + i3 * t3] += G[k + i3]
+                    if t3 == 0:     # a row summed into one element: in a register
+                        acc = G[o]
+                        for i3 in range(s3):
+                            acc += G[k + i3]
+                        G[o] = acc
+                    else:
+                        for i3 in range(s3):
+                            G[o + i3 * t3] += G[k + i3]
                     k += s3
         return
     offsets(IAUX, m + 2, e + 1, nd, omap)
