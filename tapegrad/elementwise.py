@@ -197,6 +197,22 @@ def _large_result(code, x, y, c, sx, sy):
     return _result(out, t, i, rg)
 
 
+def _large_scalar_result(code, x, y, sx, sy):
+    """A float64 op on a large array ``x`` and a 0-d float64 tensor ``y``: computed as
+    with the constant ``y`` (the same block rule), recorded with y broadcast by a hidden
+    expand; the result is written straight into the tape's arena, as ``_large_result``."""
+    xd, c = x._d, y._d
+    rg = requires_grad(x, y)
+    if (not STATE.grad or not rg) and recording(x, y) is None:
+        return _leaf(fused.ew_into(code, xd, None, c, np.empty_like(xd)))
+    t = roomy_tape(3 * xd.size, x, y)
+    ia = buf(t, x, sx)
+    ib = broadcast_to(t, buf(t, y, sy), c, xd.shape)
+    i, out = t.append_into(code, ia, ib, xd.shape, xd.size)
+    fused.ew_into(code, xd, None, c, out)
+    return _result(out, t, i, rg)
+
+
 def _stage(code, x, sx, y, sy, c, r, rg=True):
     """Record a scalar op: one tuple staged on the current tape (``x`` / ``y`` None for
     a Python-number operand, whose value is the constant ``c``)."""
@@ -294,6 +310,8 @@ def _make_binary(op):
                     if _large(x, xd) and yd.flags.c_contiguous:
                         return _large_result(code, x, y, 0.0, sx, sy)
                     return _array_result(code, arr(xd, yd), x, y, 0.0, sx, sy)
+                if yd.__class__ is float and _large(x, xd):
+                    return _large_scalar_result(code, x, y, sx, sy)
             elif yc is float or yc is int:
                 if _large(x, xd):
                     return _large_result(code, x, y, float(y), sx, sy)

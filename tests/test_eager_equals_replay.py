@@ -109,3 +109,28 @@ def test_replayed_and_compiled_products_are_the_eager_ones(name):
         (p * p.sin()).sum().backward()
         for x, t in zip(xs, ts):
             np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sub", "add", "mul", "div", "pow", "maximum", "atan2"])
+def test_a_large_array_with_a_0d_tensor_is_computed_as_with_a_number(name):
+    """``x op a`` for a large x and a 0-d a that requires grad (log-sum-exp's ``x -
+    max(x)``): the block rule with a's value as a constant, a's gradient through a
+    hidden broadcast; eager, replayed and PyTorch agree."""
+    x0 = np.random.RandomState(len(name)).uniform(0.5, 2.0, 6000)
+    f = getattr(tg, name)
+
+    def loss(x, a):
+        return (f(x, a).sin() * 0.5).sum()
+    x, a = tg.tensor(x0, requires_grad=True), tg.tensor(1.25, requires_grad=True)
+    eager = loss(x, a)
+    eager.backward()
+    value, (gx, ga) = tg.trace(loss, tg.tensor(x0 * 0.9), tg.tensor(1.1)).value_and_grad(
+        tg.tensor(x0), tg.tensor(1.25))
+    assert value.item() == eager.item()
+    np.testing.assert_array_equal(gx.numpy(), x.grad.numpy())
+    assert ga.item() == a.grad.item()
+    xt = torch.tensor(x0, requires_grad=True)
+    at = torch.tensor(1.25, dtype=torch.float64, requires_grad=True)
+    (getattr(torch, name)(xt, at).sin() * 0.5).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-14)
+    assert a.grad.item() == pytest.approx(at.grad.item(), rel=1e-11)
