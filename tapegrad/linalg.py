@@ -11,12 +11,13 @@ import numpy as np
 from .autograd.engine import HOST_MIN_MACS
 from .dtypes import TORCH_NAMES
 from .elementwise import result_dtype
+from .grad_mode import STATE
 from .kernels import matmul as matmul_kernels
 from .kernels.threads import one_blas_thread
 from .ops.table import CODE
 from .record import broadcast_shape, broadcast_to
 from .shape_ops import _reshaped, reshape, unsqueeze
-from .tape import SINGLE, Y_TRANSPOSED
+from .tape import PLACE_MIN, SINGLE, Y_TRANSPOSED, roomy_tape
 from .tensor import _leaf, _norm, _result, buf, recording
 
 
@@ -73,6 +74,8 @@ def _product(a, b, code, transposed=False):
         out = np.empty((nb, M, N))
         matmul_kernels.product(_blocks(x2, batch), _blocks(y2, batch), out)
         value = out.reshape(batch + (M,) * (x.ndim > 1) + (N,) * (y.ndim > 1))
+    elif rd.np.char == "d" and x.ndim == y.ndim == 2 and M * N >= PLACE_MIN:
+        return _large_product(a, b, x, y, code, (1, M, K, N, Y_TRANSPOSED if transposed else 0))
     else:
         with one_blas_thread(nb * M * K * N):
             value = np.matmul(x, y)
@@ -85,6 +88,23 @@ def _product(a, b, code, transposed=False):
     mode = (SINGLE if value.dtype == np.float32 else 0) | (Y_TRANSPOSED if transposed else 0)
     i = t.append(code, ia, ib, value, (nb, M, K, N, mode))
     return _result(_norm(np.asarray(value)), t, i, a._rg or b._rg)
+
+
+def _large_product(a, b, x, y, code, extras):
+    """A float64 matrix product with a large result: BLAS writes it straight into the
+    tape's arena when it is recorded (no fresh array, no copy at the flush)."""
+    macs = math.prod(extras[:4])
+    rg = a._rg or b._rg
+    if (not STATE.grad or not rg) and recording(a, b) is None:
+        with one_blas_thread(macs):
+            return _leaf(np.matmul(x, y))
+    M, N = x.shape[0], y.shape[1]
+    t = roomy_tape(M * N + a.numel() + b.numel(), a, b)
+    ia, ib = buf(t, a, True), buf(t, b, True)
+    i, out = t.append_into(code, ia, ib, (M, N), M * N, extras=extras)
+    with one_blas_thread(macs):
+        np.matmul(x, y, out=out)
+    return _result(out, t, i, rg)
 
 
 def matmul(input, other):

@@ -70,6 +70,9 @@ PRODUCTS = {   # (operand shapes, product): every product code, batches broadcas
     "past HOST_MIN_MACS": (((64, 40), (40, 30)), lambda a, b: a @ b.tanh()),
     "past HOST_MIN_MACS, one output column": (((64, 600), (600, 1)), lambda a, b: a @ b),
     "past HOST_MIN_MACS, one row": (((1, 300), (300, 200)), lambda a, b: a @ b),
+    "past HOST_MIN_MACS, result in the arena": (((80, 40), (40, 60)), lambda a, b: a @ b),
+    "past HOST_MIN_MACS, linear into the arena": (((70, 30), (80, 30)),
+                                                 lambda a, b: tg.nn.functional.linear(a, b)),
     "past HOST_MIN_MACS, linear to one output": (((64, 600), (1, 600)),
                                                 lambda a, b: tg.nn.functional.linear(a, b)),
 }
@@ -104,6 +107,7 @@ def test_replayed_and_compiled_products_are_the_eager_ones(name):
         ts = [torch.tensor(v, requires_grad=True) for v in p]
         torch_f = {"bmm": torch.bmm, "linear, no bias": torch.nn.functional.linear,
                    "past HOST_MIN_MACS, linear to one output": torch.nn.functional.linear,
+                   "past HOST_MIN_MACS, linear into the arena": torch.nn.functional.linear,
                    "linear": lambda a, b: torch.nn.functional.linear(a, b, b[:, 0])}.get(name, f)
         p = torch_f(*ts)
         (p * p.sin()).sum().backward()

@@ -276,10 +276,10 @@ class Tape(Layout):
                 fn(self, first + k)
         return first
 
-    def append_into(self, code, a, b, shape, size, c=0.0):
-        """Stage an elementwise entry whose value the caller writes into the returned
-        view of the arena (before anything reads the tape); returns (index, view).
-        The caller took the tape from ``roomy_tape``."""
+    def append_into(self, code, a, b, shape, size, c=0.0, extras=()):
+        """Stage an entry (elementwise, or a product with its ``extras``) whose value the
+        caller writes into the returned view of the arena (before anything reads the
+        tape); returns (index, view).  The caller took the tape from ``roomy_tape``."""
         i = self.next
         self.next = i + 1
         off = self.nv
@@ -287,7 +287,7 @@ class Tape(Layout):
         self.nv = off + size
         self.max_size = max(self.max_size, size)
         self.placed[i] = off
-        meta = (size, len(shape)) + shape
+        meta = (size, len(shape)) + shape + extras
         self.astage.append((i, code, a, b, c, 0.0, 0, _EMPTY, 0, len(meta), meta))
         return i, self.V[off:off + size].reshape(shape)
 
