@@ -138,3 +138,25 @@ def test_a_large_array_with_a_0d_tensor_is_computed_as_with_a_number(name):
     (getattr(torch, name)(xt, at).sin() * 0.5).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-14)
     assert a.grad.item() == pytest.approx(at.grad.item(), rel=1e-11)
+
+
+def test_a_subexpression_computed_twice_replays_eager_gradients_without_the_optimiser():
+    """The tape optimiser merges ``a @ b`` computed twice: its two adjoints are added
+    before they reach b, a few ulp from eager's two sweeps (documented); without the
+    optimiser the replay is eager's, bit for bit; both are PyTorch's to rounding."""
+    rng = np.random.RandomState(3)
+    a0, b0 = rng.standard_normal((5, 4)), rng.standard_normal((4, 3))
+
+    def loss(a, b):
+        return ((a @ b) * (a @ b)).sum()
+    xs = [tg.tensor(v, requires_grad=True) for v in (a0, b0)]
+    loss(*xs).backward()
+    ts = [torch.tensor(v, requires_grad=True) for v in (a0, b0)]
+    loss(*ts).backward()
+    for optimize in (True, False):
+        traced = tg.trace(loss, tg.tensor(a0 * 0.5), tg.tensor(b0 * 0.5), optimize=optimize)
+        _, grads = traced.value_and_grad(tg.tensor(a0), tg.tensor(b0))
+        for g, x, t in zip(grads, xs, ts):
+            if not optimize:
+                np.testing.assert_array_equal(g.numpy(), x.grad.numpy())
+            np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=1e-13, atol=1e-14)
