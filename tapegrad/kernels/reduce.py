@@ -133,38 +133,21 @@ def forward(i, op, A, OFF, META, IAUX, V, omap):
 
 
 @njit(**_JIT)
-def _reverse_all(i, op, A, OFF, META, IAUX, V, G):
-    """``reverse`` of a reduction to one value: the same sums, without the offset map
-    (every input element feeds output 0), in loops that vectorise."""
-    a = A[i]
-    nin = size_of(META, IAUX, a)
-    oa, g = OFF[a], G[OFF[i]]
-    if op == OP_SUM or op == OP_SUM_DIM:
-        for k in range(nin):
-            G[oa + k] += g
-    elif op == OP_MEAN or op == OP_MEAN_DIM:
-        d = g * (1 / nin)
-        for k in range(nin):
-            G[oa + k] += d
-    else:                       # amax / amin / max() / min(): shared among the extremes
-        full = op == OP_MAX_ALL or op == OP_MIN_ALL
-        r = V[OFF[i]]
-        count = 0.0
-        for k in range(nin):
-            if attains(V[oa + k], r, full):
-                count += 1.0
-        d = g / count
-        for k in range(nin):
-            G[oa + k] += d * (1.0 if attains(V[oa + k], r, full) else 0.0)
-
-
-@njit(**_JIT)
 def reverse(i, op, A, OFF, META, IAUX, V, G, scratch, omap):
     """Reductions: input element k goes to output element ``o[k]`` (offsets of the
     input's shape under the output strides, in ``omap``); ``scratch`` holds two
     per-output accumulators."""
-    if size_of(META, IAUX, i) == 1 and op != OP_PROD and op != OP_PROD_DIM:
-        _reverse_all(i, op, A, OFF, META, IAUX, V, G)
+    if size_of(META, IAUX, i) == 1 and (op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN
+                                        or op == OP_MEAN_DIM):
+        # a sum to one value: the same sums without the offset map, in a loop that
+        # vectorises
+        a = A[i]
+        g = G[OFF[i]]
+        if op == OP_MEAN or op == OP_MEAN_DIM:
+            g = g * (1 / size_of(META, IAUX, a))
+        oa = OFF[a]
+        for k in range(size_of(META, IAUX, a)):
+            G[oa + k] += g
         return
     nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
     o = omap
