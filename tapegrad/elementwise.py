@@ -181,35 +181,24 @@ def _large(x, d):
 
 
 def _large_result(code, x, y, c, sx, sy):
-    """A float64 op on large arrays (``y`` a same-shape float64 tensor or a Python
-    number) by the block kernels: vectorised, on both cores; when recorded, the result
-    is written straight into the tape's arena (no copy, no fresh memory)."""
+    """A float64 op on large arrays (``y`` a same-shape float64 tensor, a Python number,
+    or a 0-d float64 tensor: computed as with that number, recorded with y broadcast
+    by a hidden expand) by the block kernels: vectorised, on both cores; when recorded,
+    the result is written straight into the tape's arena (no copy, no fresh memory)."""
     xd = x._d
     yd = y._d if y.__class__ is Tensor else None
+    scalar = yd.__class__ is float
+    if scalar:
+        c, yd = yd, None
     rg = requires_grad(x, y)
     if (not STATE.grad or not rg) and recording(x, y) is None:
         return _leaf(fused.ew_into(code, xd, yd, c, np.empty_like(xd)))
     t = roomy_tape(3 * xd.size, x, y)              # the result, and x and y if new here
     ia = buf(t, x, sx)
-    ib = buf(t, y, sy) if yd is not None else -1
-    i, out = t.append_into(code, ia, ib, xd.shape, xd.size, c)
+    ib = -1 if y.__class__ is not Tensor else \
+        broadcast_to(t, buf(t, y, sy), c, xd.shape) if scalar else buf(t, y, sy)
+    i, out = t.append_into(code, ia, ib, xd.shape, xd.size, 0.0 if scalar else c)
     fused.ew_into(code, xd, yd, c, out)
-    return _result(out, t, i, rg)
-
-
-def _large_scalar_result(code, x, y, sx, sy):
-    """A float64 op on a large array ``x`` and a 0-d float64 tensor ``y``: computed as
-    with the constant ``y`` (the same block rule), recorded with y broadcast by a hidden
-    expand; the result is written straight into the tape's arena, as ``_large_result``."""
-    xd, c = x._d, y._d
-    rg = requires_grad(x, y)
-    if (not STATE.grad or not rg) and recording(x, y) is None:
-        return _leaf(fused.ew_into(code, xd, None, c, np.empty_like(xd)))
-    t = roomy_tape(3 * xd.size, x, y)
-    ia = buf(t, x, sx)
-    ib = broadcast_to(t, buf(t, y, sy), c, xd.shape)
-    i, out = t.append_into(code, ia, ib, xd.shape, xd.size)
-    fused.ew_into(code, xd, None, c, out)
     return _result(out, t, i, rg)
 
 
@@ -311,7 +300,7 @@ def _make_binary(op):
                         return _large_result(code, x, y, 0.0, sx, sy)
                     return _array_result(code, arr(xd, yd), x, y, 0.0, sx, sy)
                 if yd.__class__ is float and _large(x, xd):
-                    return _large_scalar_result(code, x, y, sx, sy)
+                    return _large_result(code, x, y, 0.0, sx, sy)
             elif yc is float or yc is int:
                 if _large(x, xd):
                     return _large_result(code, x, y, float(y), sx, sy)
