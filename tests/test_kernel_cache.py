@@ -14,11 +14,14 @@ import textwrap
 import tapegrad.kernels as kernels
 
 PACKAGE = os.path.dirname(os.path.dirname(kernels.__file__))
-# the gradient of sin(x).sum(), divided by cos(x): 1.0 everywhere
+# the gradient of sin(x).sum(), divided by cos(x): 1.0 everywhere, by the compiled sweep
+# (not by its Python twin, which runs while a cold cache compiles it in the background)
 CHILD = textwrap.dedent("""
     import numpy as np
     import tapegrad as tg
     assert tg.__file__.startswith({pkg!r}), tg.__file__
+    from tapegrad.autograd import engine
+    engine.REVERSE.ready = True
     v = np.array([0.5, 1.0, 2.0, -3.0])
     x = tg.tensor(v, requires_grad=True)
     x.sin().sum().backward()

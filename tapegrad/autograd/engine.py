@@ -23,7 +23,7 @@ import numpy as np
 from .. import tape as tp
 from ..ops import rules
 from ..ops.table import BY_CODE
-from ..kernels import fused
+from ..kernels import cold, fused
 from ..kernels.matmul import add_outer
 from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep
 from ..kernels.threads import one_blas_thread
@@ -52,6 +52,8 @@ _POOL = threading.local()
 SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
               for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
+# a cold cache: the sweep compiles in the background, small tapes are swept by its twin
+REVERSE = cold.Group("reverse", (sweep, consume), "tapegrad.kernels.reverse:warm")
 
 
 def _reads(text):
@@ -161,8 +163,9 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
     again).  ``fuse``: (keep, pooled arena) to sweep large elementwise runs fused."""
     fuse_min = NO_FUSION if check_nan or fuse is None else fused.FUSE_MIN
     while top >= lo:
-        status, i = sweep(top, t.arrays(), G, live, scratch, omap, HOST_MIN_MACS, done,
-                          check_nan, lo, False, fuse_min)
+        run = REVERSE.pick(sweep, t.nv + t.next, (2, 3))
+        status, i = run(top, t.arrays(), G, live, scratch, omap, HOST_MIN_MACS, done,
+                        check_nan, lo, False, fuse_min)
         if status == DONE:
             return lo - 1
         if status == FUSE:             # a run of large elementwise entries: fused kernels
@@ -438,7 +441,8 @@ def consume_swept(t, live):
         live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
     if t.autograd.packed:
         CALLBACKS.drop_consumed(t, live)
-    left = consume(t.next, t.OP, t.A, t.B, t.FLAGS, live, NEED)
+    left = REVERSE.pick(consume, t.nv + t.next, (4,))(t.next, t.OP, t.A, t.B, t.FLAGS, live,
+                                                      NEED)
     for e, group in t.autograd.functions.items():   # a Function that saved nothing
         if e < t.next and not group.ctx.to_save and t.FLAGS[e] & tp.CONSUMED:
             t.FLAGS[e] &= ~np.uint8(tp.CONSUMED)   # stays sweepable, as PyTorch's

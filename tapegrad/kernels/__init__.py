@@ -135,8 +135,8 @@ def _prune(root, keep):
 
 
 def _cache_folder(key):
-    """``<root>/<key>``, created, for the first root that can be written; else a temporary
-    folder of this process, with a warning."""
+    """(``<root>/<key>``, created, for the first root that can be written, True); else (a
+    temporary folder of this process, False), with a warning."""
     tried = []
     for root in _roots():
         folder = os.path.join(root, key)
@@ -144,14 +144,14 @@ def _cache_folder(key):
             if tried:
                 warnings.warn(f"tapegrad: cannot write the kernel cache in {tried[0]}; "
                               f"using {root}", RuntimeWarning, stacklevel=3)
-            return folder
+            return folder, True
         tried.append(root)
     folder = tempfile.mkdtemp(prefix="tapegrad-kernels-")
     atexit.register(shutil.rmtree, folder, True)
     warnings.warn(f"tapegrad: no writable kernel cache ({', '.join(tried) or 'no folder'}); "
                   "compiled kernels are not kept after this run", RuntimeWarning, stacklevel=3)
     os.makedirs(os.path.join(folder, "numba-cache"))
-    return folder
+    return folder, False
 
 
 def _ensure_generated(folder):
@@ -222,7 +222,7 @@ def _install_locator():
 
 
 KEY = cache_key()
-FOLDER = _cache_folder(KEY)
+FOLDER, PERSISTENT = _cache_folder(KEY)   # (PERSISTENT: outlives the process)
 CACHE = os.path.join(FOLDER, "numba-cache")
 _install_locator()
 _ensure_generated(FOLDER)

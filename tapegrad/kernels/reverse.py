@@ -160,3 +160,15 @@ def consume(n, OP, A, B, FLAGS, live, NEED):
         elif not FLAGS[i] & 1:
             left += 1
     return left
+
+
+def warm():
+    """Compile ``sweep`` and ``consume`` for the engine's argument types (``cold``'s
+    background process): a tape of one unused entry."""
+    import numpy as np
+    from ..tape.columns import _COLUMNS
+    cols = {name: np.zeros(1, dtype) for name, dtype in _COLUMNS}
+    f, i, u = np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint8)
+    tape = tuple(cols[n] for n in ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS")) + (f,)
+    sweep(-1, tape, f, u, f, i, 1, -1, False, 0, False, 1)
+    consume(0, cols["OP"], cols["A"], cols["B"], cols["FLAGS"], u, u)
