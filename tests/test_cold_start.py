@@ -16,8 +16,11 @@ import torch
 
 import tapegrad
 from tapegrad.autograd import engine
-from tapegrad.kernels import cold, reverse
+from tapegrad.kernels import cold, replay, reverse
+from tapegrad.replay import record
 
+from test_cross_path import BINARY, UNARY
+from test_cross_path import test_every_path_gives_one_answer_and_pytorchs as every_path
 from test_oracle_torch import PARAMS, program_scenario, run_and_compare
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(tapegrad.__file__))
@@ -26,8 +29,9 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(tapegrad.__file__))
 class _Twins(cold.Group):
     """The twins for every small tape, as while a cold cache compiles."""
 
-    def __init__(self, compiled_on_fallback=True):
-        super().__init__("reverse", engine.REVERSE.kernels, engine.REVERSE.warm)
+    def __init__(self, compiled_on_fallback=True, like=None):
+        like = like or engine.REVERSE
+        super().__init__(like.name, like.kernels, like.warm)
         self.fallbacks = 0
         self.compiled_on_fallback = compiled_on_fallback
 
@@ -83,6 +87,16 @@ def test_where_the_twin_raises_the_compiled_sweep_runs_on_untouched_adjoints(mon
     assert np.isnan(results[1][1])
 
 
+@pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)
+def test_every_path_under_the_twins_gives_one_answer_and_pytorchs(op, monkeypatch):
+    """Eager (0-d, small and large arrays) and replayed, at extreme values too: the
+    twins of the sweep and of the replay kernels, PyTorch's results and the compiled
+    kernels' bit for bit (where a twin raises, the compiled kernel takes over)."""
+    monkeypatch.setattr(engine, "REVERSE", _Twins())
+    monkeypatch.setattr(record, "REPLAY", _Twins(like=record.REPLAY))
+    every_path(op)
+
+
 def test_the_twin_copies_back_only_what_it_changed():
     """A kernel's twin writes into copies of the arrays it writes; only the elements it
     changed reach the caller's arrays (another thread may be recording meanwhile)."""
@@ -101,11 +115,15 @@ CHILD = textwrap.dedent("""
     import numpy as np
     import tapegrad as tg
     from tapegrad.autograd import engine
-    from tapegrad.kernels import reverse, FOLDER
+    from tapegrad.kernels import replay, reverse, FOLDER
+    from tapegrad.replay import record
     x = tg.tensor(1.3, requires_grad=True)
     (x * x + x.sin()).backward()
     assert x.grad.item() == 2 * 1.3 + np.cos(1.3)
-    print("compiled here:", bool(reverse.sweep.signatures), "ready:", engine.REVERSE.ready)
+    g = tg.trace(lambda a: (a * a).sum() + a.sin().sum(), np.ones(5)).grad(np.full(5, 0.5))
+    assert np.array_equal(g.numpy(), 2 * 0.5 + np.cos(np.full(5, 0.5)))
+    print("compiled here:", bool(reverse.sweep.signatures or replay.value_and_grad.signatures),
+          "ready:", engine.REVERSE.ready or record.REPLAY.ready)
 
     def long_chain():               # a tape too long for the twin
         x = tg.tensor(0.5, requires_grad=True)
@@ -121,9 +139,13 @@ CHILD = textwrap.dedent("""
             os._exit(0 if long_chain() else 3)
         assert os.waitpid(pid, 0)[1] == 0
     assert long_chain()             # waits for the background compile
-    print("marker:", os.path.exists(os.path.join(FOLDER, "warm-reverse")),
-          "hits:", sum(reverse.sweep.stats.cache_hits.values()),
-          "misses:", sum(reverse.sweep.stats.cache_misses.values()))
+    record.REPLAY.wait()
+    tg.trace(lambda a: (a * a).sum(), np.ones(5)).grad(np.ones(5))
+    print("markers:", [os.path.exists(os.path.join(FOLDER, "warm-" + g))
+                       for g in ("reverse", "replay")],
+          "hits:", [sum(k.stats.cache_hits.values()) for k in (reverse.sweep, replay.value_and_grad)],
+          "misses:", [sum(k.stats.cache_misses.values())
+                      for k in (reverse.sweep, replay.value_and_grad)])
 """)
 
 
@@ -140,8 +162,9 @@ def _child(tmp_path, mode):
 def test_a_cold_first_gradient_waits_for_no_compile_and_the_next_run_is_warm(tmp_path):
     first, last = _child(tmp_path, "fork")
     assert first == "compiled here: False ready: False"     # swept by the twin
-    # the large backward waited for the background process and loaded its kernels
-    assert last == "marker: True hits: 1 misses: 0"
+    # the large backward waited for the background process and loaded its kernels, with
+    # the types of the engine's and the replay's calls
+    want = "markers: [True, True] hits: [1, 1] misses: [0, 0]"
+    assert last == want
     first, last = _child(tmp_path, "again")                # warm: compiled from the start
-    assert first == "compiled here: True ready: True"
-    assert last == "marker: True hits: 1 misses: 0"
+    assert first == "compiled here: True ready: True" and last == want

@@ -73,21 +73,34 @@ class _Fallback(Exception):
 
 
 def _run_twin(kernel, writes, *args):
-    """``kernel(*args)`` by its twin, on copies of the arrays at positions ``writes``;
-    the elements it changed are copied back when it returns (another thread may record
-    into a tape's columns meanwhile)."""
+    """``kernel(*args)`` by its twin, on copies of the arguments at positions ``writes``
+    (arrays, or tuples of them); the elements it changed are copied back when it returns
+    (another thread may record into a tape's columns meanwhile)."""
     mine = list(args)
     for k in writes:
-        mine[k] = args[k].copy()
+        mine[k] = _copy(args[k])
     try:
         with np.errstate(all="ignore"):
             out = twin(kernel)(*mine)
     except Exception as e:      # (a domain error, an overflow: compiled code gives inf/nan)
         raise _Fallback() from e
     for k in writes:
-        changed = mine[k] != args[k]
-        args[k][changed] = mine[k][changed]
+        _copy_back(mine[k], args[k])
     return out
+
+
+def _copy(a):
+    return tuple(map(_copy, a)) if a.__class__ is tuple else a.copy()
+
+
+def _copy_back(mine, theirs):
+    if mine.__class__ is tuple:
+        for m, t in zip(mine, theirs):
+            _copy_back(m, t)
+    else:                       # (bit patterns: -0.0 == 0.0, and NaN != NaN)
+        bits = f"u{mine.itemsize}"
+        changed = mine.view(bits) != theirs.view(bits)
+        theirs[changed] = mine[changed]
 
 
 class Group:

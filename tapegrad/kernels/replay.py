@@ -170,3 +170,17 @@ def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV
             for k in range(size_of(META, IAUX, w)):
                 grads[r, pos] = G[OFF[w] + k]
                 pos += 1
+
+
+def warm():
+    """Compile ``forward``, ``guards_hold`` and ``value_and_grad`` for a ``Record``'s
+    argument types (``cold``'s background process): a recording of one input."""
+    from ..tape.columns import _COLUMNS
+    cols = {name: np.zeros(1, dtype) for name, dtype in _COLUMNS}
+    f, i = np.zeros(1), np.zeros(1, np.int64)
+    tape = tuple(cols[n] for n in ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS")) + (f,)
+    none, nothing = np.zeros(0, np.int64), np.zeros(0)
+    forward(none, tape, i)
+    guards_hold(none, none, none, none, nothing, i, i, i, f)
+    value_and_grad(f, i, 0, none, tape, f, np.zeros(1, np.uint8), f, i, none, none, none, none,
+                   nothing, f)

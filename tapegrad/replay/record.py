@@ -9,6 +9,7 @@ replay kernels then read and write.
 import numpy as np
 
 from ..grad_mode import STATE, enable_grad
+from ..kernels import cold
 from ..kernels.replay import forward, guards_hold, value_and_grad
 from ..kernels.reverse import DONE
 from ..tape import COLUMNS, CONSUMED, Layout, Tape
@@ -17,6 +18,10 @@ from ..tracing import G_EQUAL, Recording, warn_frozen
 from . import vector_replay
 
 _COLS = COLUMNS
+# a cold cache: the replay kernels compile in the background, small recordings replay by
+# their Python twins meanwhile (``kernels.cold``)
+REPLAY = cold.Group("replay", (forward, guards_hold, value_and_grad),
+                    "tapegrad.kernels.replay:warm")
 
 
 class ReplayError(RuntimeError):
@@ -80,12 +85,16 @@ class Record(Layout):
         if self.vector:
             status = vector_replay.run_forward(self)
         else:
-            status, i = forward(self.schedule, self.arrays(), self.omap)
+            status, i = self._forward()
         if status != DONE:
             raise ReplayError("a custom autograd.Function cannot be replayed (its forward is "
                               "Python); call the function eagerly instead")
-        return guards_hold(self.GK, self.GE, self.GS, self.GN, self.GV, self.OFF, self.META,
-                           self.IAUX, self.V)
+        return REPLAY.pick(guards_hold, self.nv + self.n, ())(
+            self.GK, self.GE, self.GS, self.GN, self.GV, self.OFF, self.META, self.IAUX, self.V)
+
+    def _forward(self):
+        return REPLAY.pick(forward, self.nv + self.n, (1,))(self.schedule, self.arrays(),
+                                                            self.omap)
 
     def value_and_grad(self, x, grad):
         """Replay at the flat inputs ``x`` and write d(output)/d(inputs) into ``grad``
@@ -98,7 +107,7 @@ class Record(Layout):
             args = self._kargs = (self.ins_arr, self.outs[0], self.schedule, self.arrays(),
                                   self.G, self.live, self.scratch, self.omap, self.GK,
                                   self.GE, self.GS, self.GN, self.GV)
-        return value_and_grad(x, *args, grad)
+        return REPLAY.pick(value_and_grad, self.nv + self.n, (4, 5, 6, 14))(x, *args, grad)
 
     def _vector_value_and_grad(self, x, grad):
         V, OFF, pos = self.V, self.OFF, 0
@@ -128,7 +137,7 @@ class Record(Layout):
         if self.vector:
             status = vector_replay.run_forward(self)
         else:
-            status, _ = forward(self.schedule, self.arrays(), self.omap)
+            status, _ = self._forward()
         if status != DONE:
             return
         settled = []
