@@ -67,3 +67,15 @@ def is_tensor(obj):
 
 def numel(input):
     return input.numel()
+
+
+def _warm_in_background():
+    """A cold kernel cache: compile what a first gradient needs in the background."""
+    from .autograd import engine, sweeps
+    from .kernels import cold
+    from .replay import record
+    cold.warm_in_background(engine.REVERSE, engine.FUSED, record.REPLAY, sweeps.TANGENT)
+
+
+_warm_in_background()
+del _warm_in_background

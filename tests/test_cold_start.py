@@ -111,19 +111,27 @@ def test_the_twin_copies_back_only_what_it_changed():
 
 
 CHILD = textwrap.dedent("""
-    import os, sys, time
+    import os, sys
     import numpy as np
     import tapegrad as tg
-    from tapegrad.autograd import engine
-    from tapegrad.kernels import replay, reverse, FOLDER
+    from tapegrad.autograd import engine, sweeps
     from tapegrad.replay import record
-    x = tg.tensor(1.3, requires_grad=True)
-    (x * x + x.sin()).backward()
-    assert x.grad.item() == 2 * 1.3 + np.cos(1.3)
-    g = tg.trace(lambda a: (a * a).sum() + a.sin().sum(), np.ones(5)).grad(np.full(5, 0.5))
-    assert np.array_equal(g.numpy(), 2 * 0.5 + np.cos(np.full(5, 0.5)))
-    print("compiled here:", bool(reverse.sweep.signatures or replay.value_and_grad.signatures),
-          "ready:", engine.REVERSE.ready or record.REPLAY.ready)
+    GROUPS = (engine.REVERSE, engine.FUSED, record.REPLAY, sweeps.TANGENT)
+
+    def first_uses():
+        x = tg.tensor(1.3, requires_grad=True)
+        (x * x + x.sin()).backward()
+        assert x.grad.item() == 2 * 1.3 + np.cos(1.3)
+        f = lambda a: (a * a).sum() + a.sin().sum()
+        g = tg.trace(f, np.ones(5)).grad(np.full(5, 0.5))
+        assert np.array_equal(g.numpy(), 2 * 0.5 + np.cos(np.full(5, 0.5)))
+        _, t = tg.autograd.functional.jvp(lambda a: a * a.sin(), tg.tensor([0.5, 2.0]),
+                                          tg.tensor([1.0, 1.0]))
+        assert np.array_equal(t.numpy(), np.sin([0.5, 2.0]) + np.array([0.5, 2.0]) * np.cos([0.5, 2.0]))
+
+    first_uses()
+    print("compiled here:", any(k.signatures for g in GROUPS for k in g.kernels),
+          "ready:", any(g.ready for g in GROUPS))
 
     def long_chain():               # a tape too long for the twin
         x = tg.tensor(0.5, requires_grad=True)
@@ -138,14 +146,17 @@ CHILD = textwrap.dedent("""
         if pid == 0:                # a forked child compiles for itself
             os._exit(0 if long_chain() else 3)
         assert os.waitpid(pid, 0)[1] == 0
-    assert long_chain()             # waits for the background compile
-    record.REPLAY.wait()
-    tg.trace(lambda a: (a * a).sum(), np.ones(5)).grad(np.ones(5))
-    print("markers:", [os.path.exists(os.path.join(FOLDER, "warm-" + g))
-                       for g in ("reverse", "replay")],
-          "hits:", [sum(k.stats.cache_hits.values()) for k in (reverse.sweep, replay.value_and_grad)],
-          "misses:", [sum(k.stats.cache_misses.values())
-                      for k in (reverse.sweep, replay.value_and_grad)])
+    assert long_chain()             # waits for the background compile of the sweep
+    for g in GROUPS:
+        g.wait()
+    first_uses()                    # now compiled, from the cache the background filled
+    v = tg.tensor(np.linspace(0, 1, 300), requires_grad=True)
+    (v * v).sum().backward()        # the fused sweep
+    assert np.array_equal(v.grad.numpy(), 2 * np.linspace(0, 1, 300))
+    kernels = [k for g in GROUPS for k in g.kernels]
+    print("markers:", all(os.path.exists(g.marker()) for g in GROUPS),
+          "misses:", sum(sum(k.stats.cache_misses.values()) for k in kernels),
+          "hits:", " ".join(sorted(k.py_func.__name__ for k in kernels if k.stats.cache_hits)))
 """)
 
 
@@ -162,9 +173,10 @@ def _child(tmp_path, mode):
 def test_a_cold_first_gradient_waits_for_no_compile_and_the_next_run_is_warm(tmp_path):
     first, last = _child(tmp_path, "fork")
     assert first == "compiled here: False ready: False"     # swept by the twin
-    # the large backward waited for the background process and loaded its kernels, with
-    # the types of the engine's and the replay's calls
-    want = "markers: [True, True] hits: [1, 1] misses: [0, 0]"
+    # the large backward waited for the background process; every kernel it compiled
+    # loads from the cache, with the argument types of its callers here
+    want = ("markers: True misses: 0 hits: consume reverse_serial "
+            "run_below sweep tangent value_and_grad")
     assert last == want
     first, last = _child(tmp_path, "again")                # warm: compiled from the start
     assert first == "compiled here: True ready: True" and last == want

@@ -1,12 +1,21 @@
-"""Time to first gradient in a fresh interpreter: import + one tiny gradient.
+"""Time to first use in a fresh interpreter: import + the first use of one feature.
 
-Measured inside the child with perf_counter (interpreter start-up excluded), as in
+Each feature runs in a child of its own, measured inside it with perf_counter
+(interpreter start-up excluded), as in
     import time; t=time.perf_counter(); import tapegrad as tg; ...; y.backward()
-cold: NUMBA_CACHE_DIR is a fresh empty temp dir for every run.
+Features: ``scalar`` (x*x + sin(x) at 2.0, backward), ``array`` (sum(sin(v) * v) over
+100,000 values, backward), ``replay`` (a traced function's first ``grad``; JAX: a
+jitted ``value_and_grad``), ``compiled`` (``trace(...).compile()`` then ``grad``),
+``forward`` (``autograd.functional.jvp``; JAX: ``jvp``), ``create_graph`` (the second
+derivative by ``grad(..., create_graph=True)``; JAX: ``grad(grad)``).  A framework without
+the feature is reported missing.
+cold: NUMBA_CACHE_DIR is a fresh empty temp dir for every run; tapegrad's child then
+waits, untimed, for the compiles it left running in the background (so that they do not
+slow the next run down).
 warm: the Numba cache where it normally lives, filled by one untimed priming run.
 Only tapegrad caches compiled code on disk (Numba), so for the others cold and warm differ
-only by the OS file cache.  --quick runs "warm" only (a cold tapegrad start compiles the
-kernels: several seconds) and primes tapegrad's cache only.
+only by the OS file cache.  --quick runs "warm scalar" only and primes tapegrad's cache
+only.
 """
 import atexit
 import os
@@ -25,18 +34,53 @@ from ..harness import Config, Impl
 NAME = "first_gradient"
 FRAMEWORKS = ("tapegrad", "torch", "jax", "autograd")
 SIZES, QUICK_SIZES = ("cold", "warm"), ("warm",)
+FEATURES, QUICK_FEATURES = ("scalar", "array", "replay", "compiled", "forward",
+                            "create_graph"), ("scalar",)
 XLABEL = None
 ROOT = Path(__file__).resolve().parents[2]
-_TORCH_API = ("import {mod} as tg;x=tg.tensor(2.0,requires_grad=True);y=x*x+x.sin();y.backward();"
-              "v,g=y.item(),x.grad.item()")
+_N = 100_000
+# PyTorch's API: tapegrad and torch alike ({mod})
+_TORCH_API = {
+    "scalar": "import {mod} as tg;x=tg.tensor(2.0,requires_grad=True);y=x*x+x.sin();"
+              "y.backward();v,g=y.item(),x.grad.item()",
+    "array": "import numpy as np;import {mod} as tg;"
+             f"x=tg.tensor(np.linspace(0,1,{_N}),requires_grad=True);y=(x.sin()*x).sum();"
+             "y.backward();v,g=y.item(),x.grad.sum().item()",
+    "forward": "import {mod} as tg;v,g=tg.autograd.functional.jvp(lambda x:x*x+x.sin(),"
+               "tg.tensor(2.0),tg.tensor(1.0));v,g=v.item(),g.item()",
+    "create_graph": "import {mod} as tg;x=tg.tensor(2.0,requires_grad=True);y=x*x+x.sin();"
+                    "d,=tg.autograd.grad(y,x,create_graph=True);d.backward();"
+                    "v,g=d.item(),x.grad.item()",
+}
+_TRACED = ("import numpy as np;import tapegrad as tg;"
+           "tr=tg.trace(lambda a:(a*a).sum()+a.sin().sum(),np.ones(5)){compile};"
+           "v,g=tr.value_and_grad(np.full(5,2.0));v,g=v.item(),g.sum().item()")
+_JAX_F = "import jax;import jax.numpy as jnp;f=lambda x:x*x+jnp.sin(x);"
 SNIPPETS = {
-    "tapegrad": _TORCH_API.format(mod="tapegrad"),
-    "torch": _TORCH_API.format(mod="torch"),
-    "jax": "import jax;v,g=jax.value_and_grad(lambda x:x*x+jax.numpy.sin(x))(2.0);v,g=float(v),float(g)",
-    "autograd": "import autograd,autograd.numpy as np;"
-                "v,g=autograd.value_and_grad(lambda x:x*x+np.sin(x))(2.0)",
+    "tapegrad": {**{k: s.format(mod="tapegrad") for k, s in _TORCH_API.items()},
+                 "replay": _TRACED.format(compile=""),
+                 "compiled": _TRACED.format(compile=".compile()")},
+    "torch": {k: s.format(mod="torch") for k, s in _TORCH_API.items()},
+    "jax": {"scalar": _JAX_F + "v,g=jax.value_and_grad(f)(2.0);v,g=float(v),float(g)",
+            "array": "import jax;import jax.numpy as jnp;"
+                     f"v,g=jax.value_and_grad(lambda x:(jnp.sin(x)*x).sum())(jnp.linspace(0,1,{_N}));"
+                     "v,g=float(v),float(g.sum())",
+            "replay": _JAX_F.replace("f=lambda x:x*x+jnp.sin(x)",
+                                     "f=lambda a:(a*a).sum()+jnp.sin(a).sum()")
+                      + "v,g=jax.jit(jax.value_and_grad(f))(jnp.full(5,2.0));"
+                      "v,g=float(v),float(g.sum())",
+            "forward": _JAX_F + "v,g=jax.jvp(f,(2.0,),(1.0,));v,g=float(v),float(g)",
+            "create_graph": _JAX_F + "v,g=jax.grad(f)(2.0),jax.grad(jax.grad(f))(2.0);"
+                            "v,g=float(v),float(g)"},
+    "autograd": {"scalar": "import autograd,autograd.numpy as np;"
+                           "v,g=autograd.value_and_grad(lambda x:x*x+np.sin(x))(2.0)",
+                 "create_graph": "import autograd,autograd.numpy as np;f=lambda x:x*x+np.sin(x);"
+                                 "v,g=autograd.grad(f)(2.0),autograd.grad(autograd.grad(f))(2.0)"},
 }
 WRAPPER = "import time;t=time.perf_counter();{snippet};dt=time.perf_counter()-t;print(dt,v,g)"
+# after the timed part: tapegrad's background compiles finish before the next run starts
+SETTLE = ";from tapegrad.autograd import engine;from tapegrad.replay import record;" \
+         "engine.REVERSE.wait();record.REPLAY.wait()"
 _dirs = []
 atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _dirs])
 
@@ -46,11 +90,21 @@ def ops(fw, cfg):
 
 
 def configs(kind, quick):
-    return [Config(kind, None, "default", {"kind": kind, "repeats": 1 if quick else 5,
-                                           "quick": quick, "timeout": 300})]
+    return [Config(f"{kind} {feature}", None, "default",
+                   {"kind": kind, "feature": feature, "quick": quick, "timeout": 300,
+                    "repeats": 1 if quick else 3 if kind == "cold" else 5})
+            for feature in (QUICK_FEATURES if quick else FEATURES)]
 
 
 def reference(cfg):
+    feature = cfg.params["feature"]
+    if feature == "array":
+        v = np.linspace(0, 1, _N)
+        return float(np.sum(np.sin(v) * v)), float(np.sum(np.cos(v) * v + np.sin(v)))
+    if feature in ("replay", "compiled"):
+        return 5 * (4 + np.sin(2.0)), 5 * (4 + np.cos(2.0))
+    if feature == "create_graph":
+        return 4 + np.cos(2.0), 2 - np.sin(2.0)
     return 4 + np.sin(2.0), 4 + np.cos(2.0)
 
 
@@ -60,11 +114,13 @@ def _fresh_dir():
     return d
 
 
-def _spawn(fw, cache_dir, timeout):
+def _spawn(fw, feature, cache_dir, timeout):
     env = dict(os.environ)
+    code = WRAPPER.format(snippet=SNIPPETS[fw][feature])
     if cache_dir:
         env["NUMBA_CACHE_DIR"] = cache_dir
-    p = subprocess.run([sys.executable, "-c", WRAPPER.format(snippet=SNIPPETS[fw])], cwd=ROOT,
+        code += SETTLE if fw == "tapegrad" else ""
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT,
                        env=env, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         lines = (p.stderr or p.stdout).strip().splitlines() or [f"exit code {p.returncode}"]
@@ -76,14 +132,16 @@ def _spawn(fw, cache_dir, timeout):
 def build(fw, cfg):
     if find_spec(fw) is None:
         raise Missing(f"no module named {fw!r}")
-    kind, timeout = cfg.params["kind"], cfg.params["timeout"]
+    kind, feature, timeout = cfg.params["kind"], cfg.params["feature"], cfg.params["timeout"]
+    if feature not in SNIPPETS[fw]:
+        raise Missing(f"{fw} has no {feature.replace('_', ' ')} feature here")
     st = {"dir": None}                        # None: the usual cache location
     if kind == "warm" and (fw == "tapegrad" or not cfg.params["quick"]):
-        _spawn(fw, None, timeout)             # priming run, untimed
+        _spawn(fw, feature, None, timeout)    # priming run, untimed
 
     def reset():
         if kind == "cold":
             st["dir"] = _fresh_dir()
 
-    return Impl(lambda: _spawn(fw, st["dir"], timeout), reset=reset, self_timed=True,
-                max_repeats=cfg.params["repeats"], note="in-child import+first grad")
+    return Impl(lambda: _spawn(fw, feature, st["dir"], timeout), reset=reset, self_timed=True,
+                max_repeats=cfg.params["repeats"], note=f"in-child import+first {feature}")

@@ -52,8 +52,10 @@ _POOL = threading.local()
 SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
               for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
-# a cold cache: the sweep compiles in the background, small tapes are swept by its twin
+# a cold cache: these compile in the background, small tapes are swept by the twins
 REVERSE = cold.Group("reverse", (sweep, consume), "tapegrad.kernels.reverse:warm")
+FUSED = cold.Group("fused", (fused.run_below, fused.reverse_serial, fused.reverse_parallel),
+                   "tapegrad.kernels.fused:warm", twins=False)
 
 
 def _reads(text):
@@ -237,6 +239,7 @@ def _adjoint_arena(nv):
 def _fused_run(t, i, lo, G, live, keep, pooled):
     """Sweep the run of elementwise entries of entry i's size from i down, block by
     block; returns the entry below it."""
+    FUSED.settle()
     n = t.size(i)
     ents = np.empty(min(i - lo + 1, RUN_CHUNK), np.int64)
     m, below = fused.run_below(i, lo, n, t.OP, t.A, t.B, t.META, t.IAUX, t.FLAGS, live, ents)

@@ -8,8 +8,13 @@ a tensor hook), and the caller takes the general path.
 """
 import numpy as np
 
+from ..kernels import cold
 from ..kernels.reverse import DONE
 from ..kernels.tangent import reverse_rows, tangent, tangent_columns
+
+# a cold cache: these compile in the background, small tapes are swept by their twins
+TANGENT = cold.Group("tangent", (tangent, reverse_rows, tangent_columns),
+                     "tapegrad.kernels.tangent:warm")
 
 NO_HOST = np.iinfo(np.int64).max      # keep every matrix product in the compiled sweep
 JVP_MISSING = ("You must implement the jvp function for custom autograd.Function to use it "
@@ -33,7 +38,7 @@ def tangents(t, seeds, targets):
     for e, v in seeds.items():
         has[e] = 2
         T[OFF[e]:OFF[e] + v.size] = v.reshape(-1)
-    status, _ = tangent(lo, hi, t.arrays(), T, has, *_work(t))
+    status, _ = TANGENT.pick(tangent, t.nv + t.n, (3, 4))(lo, hi, t.arrays(), T, has, *_work(t))
     if status != DONE:
         raise RuntimeError(JVP_MISSING)
     return [T[OFF[e]:OFF[e] + t.size(e)].reshape(t.shape(e)).copy() if has[e] else None
@@ -48,8 +53,9 @@ def jacobian_rows(t, outs, wants):
     J = np.zeros((n_out, sum(t.size(w) for w in wants)))
     G = np.zeros(t.nv)
     live = np.zeros(t.n, np.uint8)
-    status, _ = reverse_rows(0, n_out, np.array(outs, np.int64), max(outs), t.arrays(), G, live,
-                             *_work(t), NO_HOST, np.array(wants, np.int64), J)
+    run = TANGENT.pick(reverse_rows, n_out * (t.nv + t.n), (5, 6, 11))
+    status, _ = run(0, n_out, np.array(outs, np.int64), max(outs), t.arrays(), G, live,
+                    *_work(t), NO_HOST, np.array(wants, np.int64), J)
     return J if status == DONE else None
 
 
@@ -63,8 +69,9 @@ def jacobian_columns(t, ins, outs):
         return J
     has = np.zeros(t.n, np.uint8)
     T = np.zeros(t.nv)
-    status, _ = tangent_columns(0, n_in, np.array(ins, np.int64), lo, hi, t.arrays(), T, has,
-                                *_work(t), np.array(outs, np.int64), J)
+    run = TANGENT.pick(tangent_columns, n_in * (t.nv + t.n), (6, 7, 11))
+    status, _ = run(0, n_in, np.array(ins, np.int64), lo, hi, t.arrays(), T, has, *_work(t),
+                    np.array(outs, np.int64), J)
     if status != DONE:
         raise RuntimeError(JVP_MISSING)
     return J

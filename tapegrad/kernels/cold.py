@@ -2,26 +2,33 @@
 
 Numba compiles a kernel at its first call, and the reverse sweep holds every kind's
 rule: on a fresh cache that takes about 5 s, before the first gradient of a script whose
-tape has three entries.  So until a ``Group`` of kernels is compiled:
+tape has three entries.  So on a cold cache:
 
-* it is compiled in a background process (``warm``, run as ``python -c``), which writes
-  Numba's cache and then a marker file beside it.  The process is detached: it finishes,
-  and the next run starts warm, even when the script that started it has ended (a
-  process, not a thread: no compile holding the interpreter's lock or Numba's, nothing
-  to stop at exit, nothing held across a ``fork``);
-* small work (``Group.pick``'s ``work``, up to ``TWIN_MAX``) runs each kernel's *Python
-  twin*: its own source run by the interpreter, calling the twins of the kernels it
-  calls.  Same IEEE operations and libm calls in the same order: the compiled kernel's
-  results bit for bit (tested).  The twin writes into copies of the arrays the kernel
-  writes, and only the elements it changed are copied back when it returns; where it
-  raises instead of returning inf or nan as compiled code does (``math.log(0.0)``,
-  ``math.exp(1000.0)``), the caller waits for the compiled kernel and runs that;
-* larger work waits for the background process (the twin would take longer than the
-  compile), then Numba loads the kernels from the cache.
+* ``import tapegrad`` starts one background process (``warm_in_background``) that
+  compiles the ``Group``s of kernels a first gradient needs (the sweep, the fused sweep
+  of large arrays, the replay kernels, the tangent sweeps), one after the other, into
+  Numba's cache, at a lower priority, writing a marker file beside it as each group is
+  done.  It is detached: it finishes, and the
+  next run starts warm, even when the script that started it has ended.  A process, not
+  a thread: no compile holding the interpreter's lock or Numba's, nothing to stop at
+  exit, nothing held across a ``fork``.  One at a time per cache folder (a lock file
+  names the process at work);
+* meanwhile, small work (``Group.pick``'s ``work``, up to ``TWIN_MAX``) runs each
+  kernel's *Python twin*: its own source run by the interpreter, calling the twins of
+  the kernels it calls.  Same IEEE operations and libm calls in the same order: the
+  compiled kernel's results bit for bit (tested).  The twin writes into copies of the
+  arrays the kernel writes, and only the elements it changed are copied back when it
+  returns; where it raises instead of returning inf or nan as compiled code does
+  (``math.log(0.0)``, ``math.exp(1000.0)``), the caller waits for the compiled kernel
+  and runs that;
+* larger work, or a group without twins (kernels with vector intrinsics), waits for the
+  group's marker if the background process is at that group or about to start it (else
+  it compiles here: a later group's turn may be a while), and Numba loads the kernels
+  from the cache.
 
-None of this runs with a warm cache (the marker, or a process that compiled the group
-itself: it writes the marker at exit), without a cache that outlives the process, in a
-forked child (it compiles for itself), or with Numba's JIT disabled.
+None of this runs with a warm cache (the markers; a process that compiled a group itself
+writes its marker at exit), without a cache that outlives the process, in a forked child
+(it compiles for itself), or with Numba's JIT disabled.
 """
 import atexit
 import functools
@@ -30,6 +37,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import types
 
 import numpy as np
@@ -105,37 +113,42 @@ def _copy_back(mine, theirs):
 
 class Group:
     """``kernels`` compiled together by ``warm`` (``"module:function"``, which calls
-    them with the argument types of their callers here)."""
+    them with the argument types of their callers here); ``twins``: whether small work
+    may run their Python twins meanwhile."""
 
-    def __init__(self, name, kernels, warm):
+    def __init__(self, name, kernels, warm, twins=True):
         self.name = name
         self.kernels = kernels
         self.warm = warm
+        self.twins = twins
         self.ready = False       # call the compiled kernels
-        self._proc = None        # the background compile
-        self._pid = None         # ... started by this process
         self._lock = threading.Lock()
 
     def pick(self, kernel, work, writes):
-        """``kernel``, or while it compiles in the background and ``work`` is small,
-        its twin (which writes into copies of the arguments at ``writes``)."""
-        if self.ready or not self._twin_for(kernel, work):
+        """``kernel``, or while its group compiles in the background and ``work`` is
+        small, its twin (which writes into copies of the arguments at ``writes``)."""
+        if self.ready or not self._twin_for(work):
             return kernel
         return functools.partial(self._twin_or_wait, kernel, writes)
 
-    def _twin_for(self, kernel, work):
+    def settle(self):
+        """Make the compiled kernels callable: wait if the background process is at this
+        group, else they compile here at their first call."""
+        if not self.ready:
+            self._twin_for(TWIN_MAX + 1)
+
+    def _twin_for(self, work):
         with self._lock:
             if self.ready:
                 return False
-            if self._proc is None:
-                if work > TWIN_MAX or not self._start(kernel):
-                    self._settled()
-                    return False
-            elif os.getpid() != self._pid or self._proc.poll() is not None:
+            if not _warming() or self._done():
                 self._settled()
                 return False
-            if work <= TWIN_MAX:
+            if self.twins and work <= TWIN_MAX:
                 return True
+            if not self._next():
+                self._settled()
+                return False
         self.wait()
         return False
 
@@ -147,55 +160,128 @@ class Group:
             return kernel(*args)
 
     def wait(self):
-        """Wait for the background compile, if one runs (then the kernels load from
-        Numba's cache)."""
-        proc = self._proc
-        if proc is not None and os.getpid() == self._pid:
-            proc.wait()
+        """Wait until the background process has compiled this group (if it is at it);
+        then the kernels load from Numba's cache."""
+        while _warming() and not self._done():
+            time.sleep(0.005)
         with self._lock:
             self._settled()
+
+    def _done(self):
+        return os.path.exists(self.marker())
+
+    def _next(self):
+        """Is the background process at this group, or about to start it?"""
+        for group in _QUEUE:
+            if group is self:
+                return True
+            if not group._done():
+                return False
+        return False
 
     def _settled(self):
         if not self.ready:
             self.ready = True
             atexit.register(self._mark)
 
-    def _marker(self):
+    def marker(self):
         from . import FOLDER
         return os.path.join(FOLDER, f"warm-{self.name}")
 
     def _mark(self):
         """At exit: the group compiled in this process is in the cache now."""
         if all(getattr(k, "signatures", None) for k in self.kernels) and \
-                not os.path.exists(self._marker()):
-            _touch(self._marker())
+                not os.path.exists(self.marker()):
+            _touch(self.marker())
 
-    def _start(self, kernel):
-        """Start the background compile; False where there is none to start (a warm
-        cache, a temporary one, Numba's JIT off)."""
-        from . import FOLDER, PERSISTENT
-        if not isinstance(kernel, CPUDispatcher) or not PERSISTENT or \
-                os.path.exists(self._marker()):
-            return False
-        from numba.core import config
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-        if config.CACHE_DIR:             # (the user may have set it in code)
-            env["NUMBA_CACHE_DIR"] = config.CACHE_DIR
-        code = (f"from tapegrad.kernels import cold; "
-                f"cold.main({self.name!r}, {self.warm!r}, {FOLDER!r})")
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        except OSError:
-            return False
-        self._pid = os.getpid()
-        return True
+
+_WARMER = [None, None]       # the background process, and the process that started it
+_QUEUE = []                  # the groups it compiles, in order
+
+
+def _warming():
+    """Is this process's background compile still at work?"""
+    proc, pid = _WARMER
+    return proc is not None and pid == os.getpid() and proc.poll() is None
+
+
+def warm_in_background(*groups):
+    """Start the background compile of the ``groups`` not yet in the cache (see the
+    module's notes); at import."""
+    from . import FOLDER, PERSISTENT
+    from numba.core import config
+    todo = [g for g in groups if not os.path.exists(g.marker())]
+    if not todo or not PERSISTENT or config.DISABLE_JIT or not _claim(FOLDER):
+        return
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    if config.CACHE_DIR:                 # (the user may have set it in code)
+        env["NUMBA_CACHE_DIR"] = config.CACHE_DIR
+    work = [(g.name, g.warm) for g in todo]
+    code = f"from tapegrad.kernels import cold; cold.main({work!r}, {FOLDER!r})"
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        _release(FOLDER)
+        return
+    _write_pid(FOLDER, proc.pid)
+    threading.Thread(target=proc.wait, daemon=True).start()    # (reaped when it ends)
+    _WARMER[:] = [proc, os.getpid()]
+    _QUEUE[:] = todo
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _lock_path(folder):
+    return os.path.join(folder, "warming")
+
+
+def _claim(folder):
+    """Take the folder's warm-up lock (the file names the process at work); False if a
+    live process holds it."""
+    path = _lock_path(folder)
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            if _alive(path):
+                return False
+            _release(folder)         # its process died: stale
+            continue
+        except OSError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def _alive(path):
+    try:
+        with open(path) as f:
+            os.kill(int(f.read()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _write_pid(folder, pid):
+    try:
+        with open(_lock_path(folder), "w") as f:
+            f.write(str(pid))
+    except OSError:
+        pass
+
+
+def _release(folder):
+    try:
+        os.remove(_lock_path(folder))
+    except OSError:
+        pass
 
 
 def _touch(path):
@@ -206,12 +292,21 @@ def _touch(path):
         pass
 
 
-def main(name, warm, folder):
-    """The background process: compile group ``name`` into ``folder``'s cache (the one
-    of the process that started it), then write its marker."""
+def main(work, folder):
+    """The background process: compile each (name, "module:function") of ``work`` into
+    ``folder``'s cache (the one of the process that started it), writing each group's
+    marker when it is done."""
     from . import FOLDER
-    if FOLDER != folder:
-        sys.exit(f"tapegrad: kernel folder {FOLDER} is not {folder}")
-    mod, fn = warm.split(":")
-    getattr(importlib.import_module(mod), fn)()
-    _touch(os.path.join(folder, f"warm-{name}"))
+    try:
+        os.nice(10)          # a background job: the user's own work comes first
+    except (AttributeError, OSError):
+        pass
+    try:
+        if FOLDER != folder:
+            sys.exit(f"tapegrad: kernel folder {FOLDER} is not {folder}")
+        for name, warm in work:
+            mod, fn = warm.split(":")
+            getattr(importlib.import_module(mod), fn)()
+            _touch(os.path.join(folder, f"warm-{name}"))
+    finally:
+        _release(folder)

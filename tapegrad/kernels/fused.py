@@ -249,3 +249,16 @@ def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
     launch(map_serial, map_parallel, n if parallel else 0, code, x.reshape(-1),
            (y if has_y else x).reshape(-1), has_y, c, c2, out.reshape(-1), n)
     return out
+
+
+def warm():
+    """Compile ``run_below`` and the fused reverse sweeps for the engine's argument types
+    (``cold``'s background process): a run of no entries."""
+    from ..tape.columns import _COLUMNS
+    cols = {name: np.zeros(1, dtype) for name, dtype in _COLUMNS}
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS = (cols[n] for n in (
+        "OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS"))
+    ents, f, u = np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.uint8)
+    run_below(-1, 0, 1, OP, A, B, META, IAUX, FLAGS, u, ents)
+    for kernel in (reverse_serial, reverse_parallel):
+        kernel(ents, 0, OP, A, B, C, C2, OFF, f, f, 0, u, 1)

@@ -129,3 +129,16 @@ def tangent_columns(c0, c1, ins, lo, hi, tape, T, has, scratch, omap, outs, J):
                 J[pos + k, c - c0] = T[OFF[w] + k] if has[w] else 0.0
             pos += s
     return DONE, -1
+
+
+def warm():
+    """Compile the three sweeps above for the argument types of ``autograd.sweeps``
+    (``cold``'s background process): no seeds."""
+    import numpy as np
+    from ..tape.columns import _COLUMNS
+    cols = {name: np.zeros(1, dtype) for name, dtype in _COLUMNS}
+    f, i, u, J = np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint8), np.zeros((1, 1))
+    tape = tuple(cols[n] for n in ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS")) + (f,)
+    tangent(0, -1, tape, f, u, f, i)
+    reverse_rows(0, 0, i, 0, tape, f, u, f, i, 1, i, J)
+    tangent_columns(0, 0, i, 0, -1, tape, f, u, f, i, i, J)
