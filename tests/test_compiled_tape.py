@@ -1,4 +1,7 @@
 """Compiled tapes (llvmlite): the same values and gradients as the interpreted replay."""
+import os
+import threading
+
 import numpy as np
 import pytest
 
@@ -92,13 +95,58 @@ def test_prod_with_zeros_and_ties_of_amax_compile():
     _both(f, pts[0], pts)
 
 
-def test_compiles_automatically_after_some_replays():
-    tr = trace(lambda x: (x * x).sin(), tg.tensor(0.5), compile_after=3)
-    for _ in range(3):
-        assert tr.records[0].native is None
-        tr.grad(tg.tensor(0.7))
-    assert tr.records[0].native is not None
-    assert tr.grad(tg.tensor(0.7)).item() == pytest.approx(2 * 0.7 * np.cos(0.49))
+def _counting(monkeypatch):
+    """CompiledTape, counting its builds and the threads they run in."""
+    from tapegrad.replay import llvm_tape
+    builds = []
+    real = llvm_tape.CompiledTape
+
+    def build(r):
+        builds.append(threading.current_thread())
+        return real(r)
+
+    monkeypatch.setattr(llvm_tape, "CompiledTape", build)
+    return builds
+
+
+def test_automatic_compilation_runs_in_the_background(monkeypatch):
+    """The third replay starts the compile in another thread and returns; replays go on
+    interpreted, then compiled, with the same gradients bit for bit; compile() waits for
+    the thread and compiles nothing twice."""
+    builds = _counting(monkeypatch)
+    f = lambda x: (x * x).sin() * x.exp()
+    tr = trace(f, tg.tensor(0.5), compile_after=3)
+    reference = trace(f, tg.tensor(0.5), compile_after=None)
+    points = np.linspace(-2.0, 2.0, 400)
+    for k, p in enumerate(points):
+        got = tr.grad(tg.tensor(p)).item()
+        assert got == reference.grad(tg.tensor(p)).item()
+        if k < 3:
+            assert tr.records[0].native is None
+        if k == 2:
+            assert tr._background is not None
+    assert tr.compile() is tr and tr.records[0].native is not None
+    assert len(builds) == 1 and builds[0] is not threading.main_thread()
+    assert tr.grad(tg.tensor(0.3)).item() == reference.grad(tg.tensor(0.3)).item()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+def test_a_fork_during_a_background_compile_leaves_both_processes_working():
+    f = lambda x: (x * x).sin() * x.exp()
+    tr = trace(f, tg.tensor(0.5), compile_after=1)
+    tr.grad(tg.tensor(0.5))                       # starts the compile
+    pid = os.fork()
+    if pid == 0:                                  # the child replays interpreted
+        ok = False
+        try:
+            ok = all(tr.grad(tg.tensor(p)).item() == pytest.approx(
+                np.cos(p * p) * 2 * p * np.exp(p) + np.sin(p * p) * np.exp(p), rel=1e-12)
+                for p in np.linspace(-1, 1, 50))
+            ok = ok and tr.compile().records[0].native is not None    # and compiles
+        finally:
+            os._exit(0 if ok else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert tr.compile().records[0].native is not None
 
 
 def test_a_failed_guard_in_compiled_code_re_records():

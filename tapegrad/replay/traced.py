@@ -16,6 +16,7 @@ from ..autograd import sweeps
 from ..kernels.replay import grad_batch
 from ..kernels.reverse import DONE, sweep
 from ..tensor import Tensor, _leaf, from_array
+from .background import compile_later
 from .record import ReplayError, record
 
 NO_HOST = np.iinfo(np.int64).max
@@ -143,7 +144,7 @@ class Traced:
             arrays[0].reshape(-1)
         self.replays += 1
         if self.compile_after is not None and self.replays == self.compile_after:
-            self.compile(strict=False)
+            self._background = compile_later(self.records)     # (replays go on meanwhile)
         for attempt in range(2):
             for r in self.records:
                 if r.out_tuple or r.size(r.outs[0]) != 1:
@@ -176,6 +177,8 @@ class Traced:
         import time
         from .llvm_tape import CompiledTape, CompileError
         t0 = time.perf_counter()
+        if getattr(self, "_background", None) is not None:   # compile_after's thread
+            self._background.join()
         for r in self.records:
             if r.native is None:
                 try:
