@@ -1,5 +1,7 @@
 """Compiled tapes (llvmlite): the same values and gradients as the interpreted replay."""
 import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -166,3 +168,45 @@ def test_a_recording_without_one_scalar_output_is_refused_with_a_clear_error():
     value, grad = tr.vjp((tg.tensor(x),), tg.ones(3, dtype=tg.float64))
     np.testing.assert_allclose(value.numpy(), np.sin(x) * x, rtol=1e-15)
     np.testing.assert_allclose(grad.numpy(), np.cos(x) * x + np.sin(x), rtol=1e-15)
+
+
+def _saved_compiled(tmp_path):
+    f = lambda x: (x * x).sin().sum() * (x / 3.0).exp().sum() + x.tanh().prod()
+    tr = trace(f, np.array([0.3, -0.7, 1.1]), compile_after=None).compile()
+    path = tmp_path / "f.tg"
+    tr.save(path)
+    return tr, path
+
+
+def test_a_saved_compiled_tape_loads_compiled_in_a_new_process(tmp_path):
+    """Its object code comes from the cache (keyed by the IR and the CPU): nothing is
+    compiled again, and the gradients are the saving process's, bit for bit."""
+    tr, path = _saved_compiled(tmp_path)
+    x = np.array([0.25, -1.5, 0.75])
+    want = tr.grad(x).numpy()
+    code = ("import sys, numpy as np; from tapegrad.replay import serialize;"
+            f"t = serialize.load({str(path) + '.npz'!r}).compile(); r = t.records[0];"
+            f"g = t.grad(np.array({x.tolist()!r})).numpy();"
+            "print(r.native is not None, r.native.cached, g.tobytes().hex())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "True", want.tobytes().hex()]
+
+
+def test_a_damaged_object_file_is_compiled_again(tmp_path, monkeypatch):
+    """The cached object code is checked against the hash it is stored with."""
+    from tapegrad.replay import llvm_tape
+    monkeypatch.setattr(llvm_tape, "_objects_folder", lambda: str(tmp_path / "tapes"))
+    tr, _ = _saved_compiled(tmp_path)
+    assert not tr.records[0].native.cached
+    [obj] = list((tmp_path / "tapes").iterdir())
+    data = bytearray(obj.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    obj.write_bytes(bytes(data))
+    again, _ = _saved_compiled(tmp_path)
+    assert not again.records[0].native.cached          # compiled, not loaded
+    x = np.array([0.25, -1.5, 0.75])
+    assert again.grad(x).numpy().tobytes() == tr.grad(x).numpy().tobytes()
+    third, _ = _saved_compiled(tmp_path)
+    assert third.records[0].native.cached               # the good one, stored again

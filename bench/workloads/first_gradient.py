@@ -79,8 +79,7 @@ SNIPPETS = {
 }
 WRAPPER = "import time;t=time.perf_counter();{snippet};dt=time.perf_counter()-t;print(dt,v,g)"
 # after the timed part: tapegrad's background compiles finish before the next run starts
-SETTLE = ";from tapegrad.autograd import engine;from tapegrad.replay import record;" \
-         "engine.REVERSE.wait();record.REPLAY.wait()"
+SETTLE = ";from tapegrad.kernels import cold;cold.wait_background()"
 _dirs = []
 atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _dirs])
 

@@ -205,6 +205,13 @@ def _warming():
     return proc is not None and pid == os.getpid() and proc.poll() is None
 
 
+def wait_background():
+    """Wait for this process's background compile to end (a benchmark's cold run, before
+    the next one)."""
+    while _warming():
+        time.sleep(0.01)
+
+
 def warm_in_background(*groups):
     """Start the background compile of the ``groups`` not yet in the cache (see the
     module's notes); at import."""

@@ -14,10 +14,20 @@ inlines.  A compiled tape computes what the interpreted replay computes, bit for
 Compile time is what limits this tier, so the IR is written as text (no IR objects),
 only the inliner runs, and code generation is LLVM's fast path on blocks of bounded
 length: all linear in the tape's length.
+
+The object code is kept in the kernel cache's folder (``tapes/``), keyed by a hash of
+the IR text, the host CPU (name and features) and the LLVM version: a recording lowered
+to the same IR on the same kind of machine (the same function traced again, or a saved
+compiled tape loaded in a new process) loads its code instead of compiling it.  Each
+file starts with a hash of the object code, checked before it is loaded; the folder is
+kept under ``OBJECTS_MAX_BYTES``, least recently used first out.
 """
 import ctypes
+import hashlib
 import math
+import os
 import struct
+import tempfile
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -535,19 +545,77 @@ def _target_machine():
     return llvm.Target.from_default_triple().create_target_machine(opt=0)
 
 
+OBJECTS_MAX_BYTES = 256 << 20
+
+
+def _objects_folder():
+    from ..kernels import FOLDER
+    return os.path.join(FOLDER, "tapes")
+
+
+def _object_key(ir, tm):
+    h = hashlib.sha256(ir.encode())
+    h.update(f"\n{tm.triple} {llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()} "
+             f"{llvm.llvm_version_info}".encode())
+    return h.hexdigest()
+
+
+def _cached_object(key):
+    """The object code stored under ``key``, if it is there and intact."""
+    path = os.path.join(_objects_folder(), key + ".o")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        os.utime(path)                          # (recently used)
+    except OSError:
+        return None
+    code = data[32:]
+    return code if code and hashlib.sha256(code).digest() == data[:32] else None
+
+
+def _store_object(key, code):
+    folder = _objects_folder()
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(hashlib.sha256(code).digest() + code)
+        os.replace(tmp, os.path.join(folder, key + ".o"))
+        files = sorted((os.stat(e.path).st_mtime, e.stat().st_size, e.path)
+                       for e in os.scandir(folder) if e.name.endswith(".o"))
+        total = sum(size for _, size, _ in files)
+        for _, size, path in files:             # least recently used first
+            if total <= OBJECTS_MAX_BYTES:
+                break
+            os.remove(path)
+            total -= size
+    except OSError:
+        pass                                    # (no cache: it compiles next time too)
+
+
 class CompiledTape:
-    """A native function for one recording: ``__call__(x, grad)`` -> value or None."""
+    """A native function for one recording: ``__call__(x, grad)`` -> value or None.
+    ``cached``: its code was loaded from the object cache, not compiled."""
 
     def __init__(self, r):
-        mod = llvm.parse_assembly(build_ir(r))
-        mod.verify()
+        ir = build_ir(r)
         tm = _target_machine()
-        pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
-        mpm = llvm.create_new_module_pass_manager()
-        mpm.add_always_inliner_pass()     # (instruction combining would be superlinear)
-        mpm.run(mod, pb)
-        pb.close()
-        self.engine = llvm.create_mcjit_compiler(mod, tm)
+        key = _object_key(ir, tm)
+        code = _cached_object(key)
+        self.cached = code is not None
+        if self.cached:
+            self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        else:
+            mod = llvm.parse_assembly(ir)
+            mod.verify()
+            pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(speed_level=0))
+            mpm = llvm.create_new_module_pass_manager()
+            mpm.add_always_inliner_pass()     # (instruction combining would be superlinear)
+            mpm.run(mod, pb)
+            pb.close()
+            self.engine = llvm.create_mcjit_compiler(mod, tm)
+            self.engine.set_object_cache(lambda module, buffer: _store_object(key, buffer))
         self.engine.finalize_object()
         self.fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                    ctypes.c_void_p)(self.engine.get_function_address("tape"))

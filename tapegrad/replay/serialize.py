@@ -36,6 +36,7 @@ from .. import dtypes
 from ..ops.table import BY_CODE, CODE
 from ..tape.columns import _COLUMNS
 from . import npz
+from .background import compile_later
 from .record import _COLS, Record
 from .validate import MAX_NDIM, ReplayFileError, check_record
 
@@ -54,7 +55,7 @@ def _record_state(r, prefix, arrays):
     for name in _ARRAYS:
         arrays[f"{prefix}{name}"] = getattr(r, name)
     return {"ins": r.ins, "outs": r.outs, "out_shapes": r.out_shapes, "out_tuple": r.out_tuple,
-            "out_dtypes": r.out_dtypes,
+            "out_dtypes": r.out_dtypes, "compiled": r.native is not None,
             "grads": r.grads, "stats": getattr(r, "stats", None),
             "guards": [[k, e, list(d), list(loc)] for k, e, d, loc in r.guard_list]}
 
@@ -198,6 +199,9 @@ def restore(traced, header, arrays):
     traced.argnums = header["argnums"]
     traced.log = list(header["log"])
     traced.records, traced.second = records, second
+    compiled = [r for r, m in zip(records, header["records"]) if m.get("compiled")]
+    if compiled:        # compiled when saved: again here (from the object cache if it has it)
+        traced._background = compile_later(compiled)
 
 
 def _load_record(meta, group, k, arrays, shapes):

@@ -342,8 +342,11 @@ def check_record(where, cols, IAUX, V, schedule, meta, shapes, second):
 def _check_meta(c, meta, shapes, second):
     """The header's part: inputs, outputs, recorded gradient, guards.  Returns the
     entries they read."""
-    if type(meta) is not dict or set(meta) - {"out_dtypes"} != _META_KEYS:
-        c.fail(f"its header entry is not a dict of {sorted(_META_KEYS)} (and out_dtypes)")
+    if type(meta) is not dict or set(meta) - {"out_dtypes", "compiled"} != _META_KEYS:
+        c.fail(f"its header entry is not a dict of {sorted(_META_KEYS)} (and out_dtypes, "
+               "compiled)")
+    if type(meta.get("compiled", False)) is not bool:
+        c.fail("its 'compiled' is not true or false")
     ins, outs, grads = meta["ins"], meta["outs"], meta["grads"]
     if not _ints(ins) or len(ins) != len(shapes) or len(set(ins)) != len(ins):
         c.fail(f"its inputs {ins!r} are not one entry per traced argument")
