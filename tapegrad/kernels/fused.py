@@ -25,6 +25,7 @@ from numba import njit, prange
 
 from .generated import EW_LAST, OP_CONST, SOURCE_FIRST, SOURCE_LAST
 from .generated_blocks import READS_Y, TEMPS, ew_fwd_block, ew_rev_block
+from .layout import tiny_tape
 
 _JIT = dict(cache=True, error_model="numpy")
 BLOCK = 1024           # elements per block: a block of every buffer of an entry fits L1
@@ -254,11 +255,7 @@ def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
 def warm():
     """Compile ``run_below`` and the fused reverse sweeps for the engine's argument types
     (``cold``'s background process): a run of no entries."""
-    from ..tape.columns import _COLUMNS
-    cols = {name: np.zeros(1, dtype) for name, dtype in _COLUMNS}
-    OP, A, B, C, C2, OFF, META, IAUX, FLAGS = (cols[n] for n in (
-        "OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS"))
-    ents, f, u = np.zeros(1, np.int64), np.zeros(1), np.zeros(1, np.uint8)
-    run_below(-1, 0, 1, OP, A, B, META, IAUX, FLAGS, u, ents)
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
+    run_below(-1, 0, 1, OP, A, B, META, IAUX, FLAGS, FLAGS, A)
     for kernel in (reverse_serial, reverse_parallel):
-        kernel(ents, 0, OP, A, B, C, C2, OFF, f, f, 0, u, 1)
+        kernel(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 1)

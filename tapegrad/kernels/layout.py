@@ -17,6 +17,15 @@ _JIT = dict(cache=True, error_model="numpy")
 TAPE = ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS", "V")
 
 
+def tiny_tape():
+    """A tape of one entry, its arrays in ``TAPE`` order and of a tape's dtypes: what the
+    ``warm`` functions of the sweeps call them with, to compile them (``cold``)."""
+    import numpy as np
+    from ..tape.columns import _COLUMNS
+    dtypes = dict(_COLUMNS, V=np.float64)
+    return tuple(np.zeros(1, dtypes[name]) for name in TAPE)
+
+
 @njit(**_JIT)
 def size_of(META, IAUX, i):
     m = META[i]

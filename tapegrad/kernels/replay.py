@@ -14,7 +14,7 @@ from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAS
                         HOST_FIRST, HOST_LAST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_WHERE,
                         REDUCE_FIRST, REDUCE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST,
                         SOURCE_LAST, STOP_FIRST, STOP_LAST, cmp_fwd, ew_fwd)
-from .layout import extras_at, size_of
+from .layout import extras_at, size_of, tiny_tape
 from .reverse import DONE, HOST, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -175,12 +175,10 @@ def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV
 def warm():
     """Compile ``forward``, ``guards_hold`` and ``value_and_grad`` for a ``Record``'s
     argument types (``cold``'s background process): a recording of one input."""
-    from ..tape.columns import _COLUMNS
-    cols = {name: np.zeros(1, dtype) for name, dtype in _COLUMNS}
-    f, i = np.zeros(1), np.zeros(1, np.int64)
-    tape = tuple(cols[n] for n in ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS")) + (f,)
+    tape = tiny_tape()
+    i, f = tape[1], tape[-1]
     none, nothing = np.zeros(0, np.int64), np.zeros(0)
     forward(none, tape, i)
     guards_hold(none, none, none, none, nothing, i, i, i, f)
-    value_and_grad(f, i, 0, none, tape, f, np.zeros(1, np.uint8), f, i, none, none, none, none,
+    value_and_grad(f, i, 0, none, tape, f, tape[8], f, i, none, none, none, none,
                    nothing, f)

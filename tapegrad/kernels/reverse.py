@@ -13,7 +13,7 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_CONST, OP_WHERE,
                         REDUCE_FIRST, REDUCE_LAST, RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST,
                         SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, ew_grad)
-from .layout import extras_at, size_of
+from .layout import extras_at, size_of, tiny_tape
 
 _JIT = dict(cache=True, error_model="numpy")
 DONE, CONSUMED, HOST, HOOK, NAN, FUSE = 0, 1, 2, 3, 4, 5      # how a sweep ended
@@ -165,10 +165,7 @@ def consume(n, OP, A, B, FLAGS, live, NEED):
 def warm():
     """Compile ``sweep`` and ``consume`` for the engine's argument types (``cold``'s
     background process): a tape of one unused entry."""
-    import numpy as np
-    from ..tape.columns import _COLUMNS
-    cols = {name: np.zeros(1, dtype) for name, dtype in _COLUMNS}
-    f, i, u = np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint8)
-    tape = tuple(cols[n] for n in ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS")) + (f,)
-    sweep(-1, tape, f, u, f, i, 1, -1, False, 0, False, 1)
-    consume(0, cols["OP"], cols["A"], cols["B"], cols["FLAGS"], u, u)
+    tape = tiny_tape()
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tape
+    sweep(-1, tape, f, FLAGS, f, A, 1, -1, False, 0, False, 1)
+    consume(0, OP, A, B, FLAGS, FLAGS, FLAGS)

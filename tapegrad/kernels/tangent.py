@@ -17,7 +17,7 @@ from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST, GATHER_FIRS
                         HOST_LAST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_WHERE, REDUCE_FIRST,
                         REDUCE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST,
                         STOP_LAST)
-from .layout import extras_at, size_of
+from .layout import extras_at, size_of, tiny_tape
 from .reverse import DONE, HOST, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -135,10 +135,8 @@ def warm():
     """Compile the three sweeps above for the argument types of ``autograd.sweeps``
     (``cold``'s background process): no seeds."""
     import numpy as np
-    from ..tape.columns import _COLUMNS
-    cols = {name: np.zeros(1, dtype) for name, dtype in _COLUMNS}
-    f, i, u, J = np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint8), np.zeros((1, 1))
-    tape = tuple(cols[n] for n in ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS")) + (f,)
+    tape = tiny_tape()
+    i, u, f, J = tape[1], tape[8], tape[9], np.zeros((1, 1))
     tangent(0, -1, tape, f, u, f, i)
     reverse_rows(0, 0, i, 0, tape, f, u, f, i, 1, i, J)
     tangent_columns(0, 0, i, 0, -1, tape, f, u, f, i, i, J)
