@@ -72,9 +72,10 @@ def numel(input):
 def _warm_in_background():
     """A cold kernel cache: compile what a first gradient needs in the background."""
     from .autograd import engine, sweeps
-    from .kernels import cold
+    from .kernels import cold, fused
     from .replay import record
-    cold.warm_in_background(engine.REVERSE, engine.FUSED, record.REPLAY, sweeps.TANGENT)
+    cold.warm_in_background(engine.FUSED, engine.REVERSE, record.REPLAY, sweeps.TANGENT,
+                            fused.PARALLEL)
 
 
 _warm_in_background()

@@ -54,7 +54,7 @@ SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
 _FUNCTION = tp.CODE["function"]
 # a cold cache: these compile in the background, small tapes are swept by the twins
 REVERSE = cold.Group("reverse", (sweep, consume), "tapegrad.kernels.reverse:warm")
-FUSED = cold.Group("fused", (fused.run_below, fused.reverse_serial, fused.reverse_parallel),
+FUSED = cold.Group("fused", (fused.run_below, fused.reverse_serial),
                    "tapegrad.kernels.fused:warm", twins=False)
 
 
@@ -158,6 +158,12 @@ class Wanted(dict):
 _NOTHING_WANTED = Wanted(())      # (read only)
 
 
+def _twin_work(t):
+    """The sweep's work for its twin (``cold.TWIN_MAX``): entries, and the values of the
+    few array entries it sweeps itself (large elementwise runs go to the fused kernels)."""
+    return t.next + t.nv // 8
+
+
 def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, needed=None):
     """Sweep entries ``top`` down to ``lo``, handling the sweep's stops (host entries,
     hooks, consumed entries, NaN in anomaly mode, fused runs); returns the next entry
@@ -165,7 +171,7 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
     again).  ``fuse``: (keep, pooled arena) to sweep large elementwise runs fused."""
     fuse_min = NO_FUSION if check_nan or fuse is None else fused.FUSE_MIN
     while top >= lo:
-        run = REVERSE.pick(sweep, t.nv + t.next, (2, 3))
+        run = REVERSE.pick(sweep, _twin_work(t), (2, 3))
         status, i = run(top, t.arrays(), G, live, scratch, omap, HOST_MIN_MACS, done,
                         check_nan, lo, False, fuse_min)
         if status == DONE:
@@ -444,8 +450,8 @@ def consume_swept(t, live):
         live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
     if t.autograd.packed:
         CALLBACKS.drop_consumed(t, live)
-    left = REVERSE.pick(consume, t.nv + t.next, (4,))(t.next, t.OP, t.A, t.B, t.FLAGS, live,
-                                                      NEED)
+    left = REVERSE.pick(consume, _twin_work(t), (4,))(t.next, t.OP, t.A, t.B, t.FLAGS, live,
+                                                     NEED)
     for e, group in t.autograd.functions.items():   # a Function that saved nothing
         if e < t.next and not group.ctx.to_save and t.FLAGS[e] & tp.CONSUMED:
             t.FLAGS[e] &= ~np.uint8(tp.CONSUMED)   # stays sweepable, as PyTorch's

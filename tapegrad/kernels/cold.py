@@ -43,7 +43,9 @@ import types
 import numpy as np
 from numba.core.registry import CPUDispatcher
 
-TWIN_MAX = 20_000     # values + entries of a tape small enough for the twins
+TWIN_MAX = 250_000    # values + entries of work small enough for the twins (about 2 us of
+                      # Python per scalar entry, 0.3 us per value of an array entry: the
+                      # sweep's twin leaves large elementwise runs to the fused kernels)
 _TWINS = {}
 
 
@@ -130,6 +132,17 @@ class Group:
         if self.ready or not self._twin_for(work):
             return kernel
         return functools.partial(self._twin_or_wait, kernel, writes)
+
+    def compiling(self):
+        """Is the background process yet to compile this group?  (False: its compiled
+        kernels can be called; they load or compile at their first call.)"""
+        if self.ready:
+            return False
+        with self._lock:
+            if _warming() and not self._done():
+                return True
+            self._settled()
+            return False
 
     def settle(self):
         """Make the compiled kernels callable: wait if the background process is at this

@@ -25,6 +25,7 @@ from numba import njit, prange
 
 from .generated import EW_LAST, OP_CONST, SOURCE_FIRST, SOURCE_LAST
 from .generated_blocks import READS_Y, TEMPS, ew_fwd_block, ew_rev_block
+from . import cold
 from .layout import tiny_tape
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -178,9 +179,12 @@ def launch(serial, parallel, work, *args):
     parallel only within ``AWAKE_S`` of the last parallel launch (a chain of ops keeps
     them awake), and from it on always (the 50-op chain over 100,000 values: 5.9 ms, and
     8.6 ms with a cold threshold of 131,072: its ops would never wake them).  Either
-    way the result is the same, bit for bit (blocks are independent)."""
+    way the result is the same, bit for bit (blocks are independent).  On a cold kernel
+    cache the parallel twins wait for the background compile (``PARALLEL``: each takes
+    3 s more than its serial twin to compile, and a first gradient needs neither)."""
     if work >= PARALLEL_MIN and not _SERIAL_ONLY and (
-            work >= PARALLEL_COLD_MIN or time.perf_counter() - _LAST[0] < AWAKE_S):
+            work >= PARALLEL_COLD_MIN or time.perf_counter() - _LAST[0] < AWAKE_S) and \
+            not PARALLEL.compiling():
         threads = numba.get_num_threads()               # (costs 1 us)
         if threads > 1 and _LAUNCH.acquire(blocking=False):
             try:
@@ -253,9 +257,20 @@ def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
 
 
 def warm():
-    """Compile ``run_below`` and the fused reverse sweeps for the engine's argument types
-    (``cold``'s background process): a run of no entries."""
+    """Compile ``run_below`` and the serial fused reverse sweep for the engine's argument
+    types (``cold``'s background process): a run of no entries."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
     run_below(-1, 0, 1, OP, A, B, META, IAUX, FLAGS, FLAGS, A)
-    for kernel in (reverse_serial, reverse_parallel):
-        kernel(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 1)
+    reverse_serial(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 1)
+
+
+def warm_parallel():
+    """Compile the parallel twins of ``ew_into`` and of the fused reverse sweep."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
+    reverse_parallel(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 1)
+    map_parallel(0, f, f, False, 0.0, 0.0, f, 0, 1)
+
+
+# a cold cache: the parallel twins compile in the background, the serial ones run meanwhile
+PARALLEL = cold.Group("parallel", (map_parallel, reverse_parallel),
+                      "tapegrad.kernels.fused:warm_parallel", twins=False)
