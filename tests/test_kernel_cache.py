@@ -27,6 +27,8 @@ CHILD = textwrap.dedent("""
     x.sin().sum().backward()
     print(sorted(set(np.round(x.grad.numpy() / np.cos(v), 12).tolist())))
     import tapegrad.kernels as k
+    from tapegrad.kernels.reverse import sweep
+    print(sum(sweep.stats.cache_misses.values()))
     print(k.FOLDER)
 """)
 
@@ -48,7 +50,8 @@ def _run(pkg, tmp_path, **env_vars):
     out = subprocess.run([sys.executable, "-c", CHILD.format(pkg=str(pkg))], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    ratios, folder = out.stdout.strip().splitlines()[-2:]
+    ratios, misses, folder = out.stdout.strip().splitlines()[-3:]
+    _run.misses = int(misses)        # the sweep compiled here (not loaded from the cache)
     return ratios, folder, out.stderr
 
 
@@ -73,6 +76,28 @@ def test_a_changed_source_is_recompiled_under_numba_cache_dir(tmp_path):
     assert ratios == "[2.0]" and folder2 != folder
     ratios, folder3, _ = _run(pkg, tmp_path, NUMBA_CACHE_DIR=cache)     # from the cache
     assert ratios == "[2.0]" and folder3 == folder2
+
+
+def test_a_reinstalled_read_only_copy_starts_warm(tmp_path):
+    """The same sources elsewhere, with new time stamps (a reinstall, a fresh venv from
+    the same wheel), read-only, with NUMBA_CACHE_DIR set: the kernels load from the
+    cache the first copy filled; nothing is compiled again."""
+    cache = tmp_path / "numba"
+    first = _copy(tmp_path)
+    assert _run(first, tmp_path, NUMBA_CACHE_DIR=cache)[0] == "[1.0]" and _run.misses == 1
+    second = tmp_path / "venv2" / "tapegrad"
+    shutil.copytree(first, second)                  # new files: new time stamps
+    modes = {}
+    for d, _, _ in os.walk(second):
+        modes[d] = os.stat(d).st_mode
+        os.chmod(d, modes[d] & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        ratios, folder, _ = _run(second, tmp_path, NUMBA_CACHE_DIR=cache)
+    finally:
+        for d, mode in modes.items():
+            os.chmod(d, mode)
+    assert ratios == "[1.0]" and _run.misses == 0
+    assert folder.startswith(str(cache / "tapegrad") + os.sep)
 
 
 def test_nothing_is_written_into_the_package(tmp_path):
