@@ -9,6 +9,7 @@ inputs and both recordings are kept (``on_guard_failure='retrace'``), or
 ``GuardFailure`` is raised (``'error'``): a replay never answers for the wrong branch.
 """
 import sys
+import threading
 
 import numpy as np
 
@@ -16,10 +17,14 @@ from ..autograd import sweeps
 from ..kernels.replay import grad_batch
 from ..kernels.reverse import DONE, sweep
 from ..tensor import Tensor, _leaf, from_array
+from . import dask_batch
 from .background import compile_later
 from .record import ReplayError, record
 
 NO_HOST = np.iinfo(np.int64).max
+
+
+_BATCH = threading.Lock()
 
 
 class GuardFailure(ReplayError):
@@ -239,25 +244,18 @@ class Traced:
     def grad_batch(self, *batches):
         """Values and gradients at many points: each argument with a leading batch axis.
         Runs the points in parallel; points whose guards fail under the recording are
-        recorded again one by one.  Returns ``(values, grads, guards_held)``."""
+        recorded again one by one.  Returns ``(values, grads, guards_held)``.  A Dask
+        array (one traced argument) gives Dask arrays, computed chunk by chunk on its
+        scheduler (``dask_batch``)."""
+        if len(batches) == 1 and dask_batch.is_dask_array(batches[0]):
+            return dask_batch.batch(self, batches[0])
         arrays = [np.asarray(b._arr if isinstance(b, Tensor) else b, np.float64)
                   for b in batches]
         nb = arrays[0].shape[0]
-        X = np.concatenate([a.reshape(nb, -1) for a in arrays], axis=1)
-        r = self.records[-1]                      # the first recording
-        if r.out_tuple or r.size(r.outs[0]) != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        values = np.empty(nb)
-        grads = np.empty((nb, sum(r.size(e) for e in r.ins)))
-        ok = np.zeros(nb, np.bool_)
-        grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64),
-                   np.array(r.ins, np.int64), r.schedule, r.arrays(), r.max_size, r.GK, r.GE,
-                   r.GS, r.GN, r.GV, values, grads, ok)
+        values, grads, ok = self._batch(np.concatenate([a.reshape(nb, -1) for a in arrays],
+                                                       axis=1))
         for p in np.flatnonzero(~ok):             # another branch: one by one
-            val, gs = self._value_and_grads(self._with_static([a[p] for a in arrays]),
-                                            range(len(arrays)))
-            values[p] = val.item()
-            grads[p] = np.concatenate([np.asarray(x._arr).reshape(-1) for x in gs])
+            values[p], grads[p] = self._point(arrays, p)
         out = []
         pos = 0
         for k, s in enumerate(self.shapes):
@@ -265,6 +263,29 @@ class Traced:
             out.append(grads[:, pos:pos + size].reshape((nb,) + s))
             pos += size
         return values, out[0] if len(out) == 1 else tuple(out), ok
+
+    def _batch(self, X):
+        """(values, flat gradients, guards held) at the rows of ``X`` (the inputs'
+        values, flattened and concatenated) under the first recording, in parallel."""
+        nb = X.shape[0]
+        r = self.records[-1]                      # the first recording
+        if r.out_tuple or r.size(r.outs[0]) != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        values = np.empty(nb)
+        grads = np.empty((nb, sum(r.size(e) for e in r.ins)))
+        ok = np.zeros(nb, np.bool_)
+        with _BATCH:              # (one parallel launch at a time: it takes every core)
+            grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64),
+                       np.array(r.ins, np.int64), r.schedule, r.arrays(), r.max_size, r.GK,
+                       r.GE, r.GS, r.GN, r.GV, values, grads, ok)
+        return values, grads, ok
+
+    def _point(self, arrays, p):
+        """(value, flat gradient) at point ``p`` of ``arrays`` by the other recordings,
+        or recorded again."""
+        val, gs = self._value_and_grads(self._with_static([a[p] for a in arrays]),
+                                        range(len(arrays)))
+        return val.item(), np.concatenate([np.asarray(x._arr).reshape(-1) for x in gs])
 
     def _with_static(self, arrays):
         args = list(arrays)
