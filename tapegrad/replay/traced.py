@@ -11,6 +11,7 @@ inputs and both recordings are kept (``on_guard_failure='retrace'``), or
 import sys
 import threading
 
+import numba
 import numpy as np
 
 from ..autograd import sweeps
@@ -277,7 +278,8 @@ class Traced:
         with _BATCH:              # (one parallel launch at a time: it takes every core)
             grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64),
                        np.array(r.ins, np.int64), r.schedule, r.arrays(), r.max_size, r.GK,
-                       r.GE, r.GS, r.GN, r.GV, values, grads, ok)
+                       r.GE, r.GS, r.GN, r.GV, values, grads, ok,
+                       max(1, min(numba.get_num_threads(), nb)))
         return values, grads, ok
 
     def _point(self, arrays, p):
