@@ -231,7 +231,9 @@ def warm_in_background(*groups):
     from . import FOLDER, PERSISTENT
     from numba.core import config
     todo = [g for g in groups if not os.path.exists(g.marker())]
-    if not todo or not PERSISTENT or config.DISABLE_JIT or not _claim(FOLDER):
+    # (an interpreter embedded in another program: sys.executable may not be Python)
+    python = os.path.basename(sys.executable or "").lower().startswith("python")
+    if not todo or not PERSISTENT or config.DISABLE_JIT or not python or not _claim(FOLDER):
         return
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
