@@ -16,7 +16,7 @@ import torch
 
 import tapegrad
 from tapegrad.autograd import engine
-from tapegrad.kernels import cold, replay, reverse
+from tapegrad.kernels import cold, reverse
 from tapegrad.replay import record
 
 from test_cross_path import BINARY, UNARY
