@@ -73,9 +73,9 @@ def _warm_in_background():
     """A cold kernel cache: compile what a first gradient needs in the background."""
     from .autograd import engine, sweeps
     from .kernels import cold, fused
-    from .replay import record
-    cold.warm_in_background(engine.FUSED, engine.REVERSE, record.REPLAY, sweeps.TANGENT,
-                            fused.PARALLEL)
+    from .replay import vector_replay
+    cold.warm_in_background(engine.FUSED, engine.REVERSE, vector_replay.REPLAY,
+                            vector_replay.VECTOR, sweeps.TANGENT, fused.PARALLEL)
 
 
 _warm_in_background()

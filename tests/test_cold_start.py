@@ -115,8 +115,8 @@ CHILD = textwrap.dedent("""
     import numpy as np
     import tapegrad as tg
     from tapegrad.autograd import engine, sweeps
-    from tapegrad.replay import record
-    GROUPS = (engine.REVERSE, engine.FUSED, record.REPLAY, sweeps.TANGENT)
+    from tapegrad.replay import record, vector_replay
+    GROUPS = (engine.REVERSE, engine.FUSED, record.REPLAY, vector_replay.VECTOR, sweeps.TANGENT)
 
     def first_uses():
         x = tg.tensor(1.3, requires_grad=True)
@@ -153,6 +153,8 @@ CHILD = textwrap.dedent("""
     v = tg.tensor(np.linspace(0, 1, 300), requires_grad=True)
     (v * v).sum().backward()        # the fused sweep
     assert np.array_equal(v.grad.numpy(), 2 * np.linspace(0, 1, 300))
+    g = tg.trace(lambda a: (a * a).sum(), np.ones(300)).grad(np.linspace(0, 1, 300))
+    assert np.array_equal(g.numpy(), 2 * np.linspace(0, 1, 300))    # a replay in fused runs
     kernels = [k for g in GROUPS for k in g.kernels]
     print("markers:", all(os.path.exists(g.marker()) for g in GROUPS),
           "misses:", sum(sum(k.stats.cache_misses.values()) for k in kernels),
@@ -175,8 +177,8 @@ def test_a_cold_first_gradient_waits_for_no_compile_and_the_next_run_is_warm(tmp
     assert first == "compiled here: False ready: False"     # swept by the twin
     # the large backward waited for the background process; every kernel it compiled
     # loads from the cache, with the argument types of its callers here
-    want = ("markers: True misses: 0 hits: consume reverse_serial "
-            "run_below sweep tangent value_and_grad")
+    want = ("markers: True misses: 0 hits: consume forward forward_serial guards_hold "
+            "reverse_serial run_below sweep tangent value_and_grad")
     assert last == want
     first, last = _child(tmp_path, "again")                # warm: compiled from the start
     assert first == "compiled here: True ready: True" and last == want

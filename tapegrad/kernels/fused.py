@@ -264,13 +264,20 @@ def warm():
     reverse_serial(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 1)
 
 
+def warm_vector():
+    """Compile the serial fused forward (a replay over large arrays)."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
+    forward_serial(A, 0, OP, A, B, C, C2, OFF, f, 0, 1)
+
+
 def warm_parallel():
-    """Compile the parallel twins of ``ew_into`` and of the fused reverse sweep."""
+    """Compile the parallel twins of ``ew_into`` and of the fused sweeps."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
     reverse_parallel(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 1)
+    forward_parallel(A, 0, OP, A, B, C, C2, OFF, f, 0, 1)
     map_parallel(0, f, f, False, 0.0, 0.0, f, 0, 1)
 
 
 # a cold cache: the parallel twins compile in the background, the serial ones run meanwhile
-PARALLEL = cold.Group("parallel", (map_parallel, reverse_parallel),
+PARALLEL = cold.Group("parallel", (map_parallel, reverse_parallel, forward_parallel),
                       "tapegrad.kernels.fused:warm_parallel", twins=False)

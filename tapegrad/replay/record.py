@@ -9,19 +9,15 @@ replay kernels then read and write.
 import numpy as np
 
 from ..grad_mode import STATE, enable_grad
-from ..kernels import cold
 from ..kernels.replay import forward, guards_hold, value_and_grad
 from ..kernels.reverse import DONE
 from ..tape import COLUMNS, CONSUMED, Layout, Tape
 from ..tensor import Tensor, from_array
 from ..tracing import G_EQUAL, Recording, warn_frozen
 from . import vector_replay
+from .vector_replay import REPLAY
 
 _COLS = COLUMNS
-# a cold cache: the replay kernels compile in the background, small recordings replay by
-# their Python twins meanwhile (``kernels.cold``)
-REPLAY = cold.Group("replay", (forward, guards_hold, value_and_grad),
-                    "tapegrad.kernels.replay:warm")
 
 
 class ReplayError(RuntimeError):

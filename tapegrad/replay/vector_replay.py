@@ -10,10 +10,10 @@ Python; per element it saves a pass over memory per entry.
 """
 import numpy as np
 
-from ..autograd.engine import HOST_MIN_MACS, host_matmul
-from ..kernels import fused
+from ..autograd.engine import FUSED, HOST_MIN_MACS, REVERSE, host_matmul
+from ..kernels import cold, fused
 from ..kernels.generated import EW_LAST, MATMUL_FIRST, MATMUL_LAST, SOURCE_FIRST, SOURCE_LAST
-from ..kernels.replay import forward
+from ..kernels.replay import forward, guards_hold, value_and_grad
 from ..kernels.threads import one_blas_thread
 from ..kernels.reverse import DONE, FUSE, HOST, sweep
 from ..tape import y_blocks
@@ -22,6 +22,12 @@ _NO_HOST = np.iinfo(np.int64).max
 # elementwise entries this large replay in fused runs, as the eager sweep sweeps them
 # (the same block rules: a replayed gradient is the eager one, bit for bit)
 RUN_MIN = fused.FUSE_MIN
+# a cold cache: these compile in the background (``kernels.cold``); small recordings
+# replay by the replay kernels' Python twins meanwhile
+REPLAY = cold.Group("replay", (forward, guards_hold, value_and_grad),
+                    "tapegrad.kernels.replay:warm")
+VECTOR = cold.Group("vector", (fused.forward_serial,), "tapegrad.kernels.fused:warm_vector",
+                    twins=False)
 
 
 def is_vector(r):
@@ -84,12 +90,13 @@ def run_forward(r):
     for seg in r.segments[1]:
         if seg[0] == "run":
             ents, n = seg[1], seg[2]
+            VECTOR.settle()
             fused.launch(fused.forward_serial, fused.forward_parallel, n * len(ents), ents,
                          len(ents), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, n)
         elif seg[0] == "blas":
             _blas_forward(r, seg[1])
         else:
-            status, _ = forward(seg[1], r.arrays(), r.omap)
+            status, _ = REPLAY.pick(forward, r.nv + r.n, (1,))(seg[1], r.arrays(), r.omap)
             if status != DONE:
                 return status
     return DONE
@@ -110,11 +117,13 @@ def reverse(r, out):
     ents = np.empty(r.n, np.int64)
     top = out
     while top >= 0:
-        status, i = sweep(top, r.arrays(), G, live, r.scratch, r.omap, HOST_MIN_MACS, -1, False,
-                          0, False, RUN_MIN)
+        run = REVERSE.pick(sweep, r.n + r.nv // 8, (2, 3))
+        status, i = run(top, r.arrays(), G, live, r.scratch, r.omap, HOST_MIN_MACS, -1, False, 0,
+                        False, RUN_MIN)
         if status == DONE:
             return
         if status == FUSE:
+            FUSED.settle()
             n = r.size(i)
             m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.META, r.IAUX, r.FLAGS, live,
                                      ents)
