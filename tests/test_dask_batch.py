@@ -57,6 +57,22 @@ def test_results_equal_the_local_grad_batch_bit_for_bit(client, dtype):
         np.testing.assert_allclose(got[1][p], x.grad.numpy(), rtol=1e-12)
 
 
+def test_value_batch_is_grad_batch_without_the_gradients(client):
+    """Locally: grad_batch's values and flags bit for bit, and the function's own values
+    (PyTorch's too); on the cluster: the local ones, bit for bit."""
+    X = _points(301)
+    traced = tg.trace(branchy, np.full(3, 0.1))
+    values, ok = traced.value_batch(X)
+    gv, _, gok = _local(X)
+    assert values.tobytes() == gv.tobytes() and ok.tobytes() == gok.tobytes()
+    torch = pytest.importorskip("torch")
+    want = np.array([branchy(torch.tensor(x)).item() for x in X])
+    np.testing.assert_allclose(values, want, rtol=1e-13)
+    dv, dok = tg.trace(branchy, np.full(3, 0.1)).value_batch(da.from_array(X, chunks=100))
+    got_v, got_ok = client.compute([dv, dok], sync=True)
+    assert got_v.tobytes() == values.tobytes() and got_ok.tobytes() == ok.tobytes()
+
+
 def test_a_worker_killed_mid_computation_leaves_the_result_complete(client):
     X = _points(40_000, seed=1)
     values, grads, ok = _local(X)

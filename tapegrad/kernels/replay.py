@@ -144,7 +144,7 @@ def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV
     """Value and gradient at each row of ``X`` (the inputs' values, flattened and
     concatenated), the rows split over ``threads``: ``values[r]`` the output (``outs[0]``'s
     first element), ``grads[r]`` the adjoints of ``wants``, ``ok[r]`` whether the guards
-    held (if not, the row's results are not valid).  Each thread has its own values and
+    held (if not, the row's results are not valid); no ``wants``, no reverse sweep.  Each thread has its own values and
     adjoints, made once: a row loads its inputs, recomputes the schedule and clears the
     adjoints its sweep touched (not a fresh copy of the arena per row: that was the
     memory traffic that kept two threads no faster than one)."""
@@ -168,6 +168,8 @@ def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV
             forward(schedule, tr, omap)
             ok[r] = guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, Vr)
             values[r] = Vr[OFF[top]]
+            if wants.shape[0] == 0:             # values only (value_batch)
+                continue
             G[OFF[top]] = 1.0
             live[top] = 1
             sweep(top, tr, G, live, scratch, omap, np.iinfo(np.int64).max, -1, False, 0)

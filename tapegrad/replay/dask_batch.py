@@ -1,4 +1,4 @@
-"""``Traced.grad_batch`` over a Dask array: the same recording replayed
+"""``Traced.grad_batch`` (and ``value_batch``) over a Dask array: the same recording replayed
 chunk by chunk on whatever scheduler is active (threads, processes, a cluster).
 
 What travels:
@@ -31,8 +31,9 @@ def is_dask_array(x):
     return type(x).__module__.split(".")[0] == "dask" and hasattr(x, "chunks")
 
 
-def batch(traced, X):
-    """(values, grads, ok) as Dask arrays, checked before any task is sent."""
+def batch(traced, X, with_grad=True):
+    """(values, grads, ok) as Dask arrays, checked before any task is sent (grads None
+    without ``with_grad``: ``value_batch``)."""
     try:
         import dask
         import dask.array as da
@@ -51,11 +52,14 @@ def batch(traced, X):
     n = int(np.prod(shape, dtype=np.int64))
     points = X.reshape(X.shape[0], n).rechunk({1: -1})
     payload = dask.delayed(_payload(traced), pure=True)
-    parts = [da.from_delayed(dask.delayed(_chunk, pure=True)(block, payload),
-                             shape=(rows, 2 + n), dtype=np.float64)
+    width = 2 + (n if with_grad else 0)
+    parts = [da.from_delayed(dask.delayed(_chunk, pure=True)(block, payload, with_grad),
+                             shape=(rows, width), dtype=np.float64)
              for block, rows in zip(points.to_delayed()[:, 0], points.chunks[0])]
     packed = da.concatenate(parts, axis=0)
     values, ok = packed[:, 0], packed[:, 1] != 0
+    if not with_grad:
+        return values, None, ok
     return values, packed[:, 2:].reshape(X.shape), ok      # (float64, as the local one)
 
 
@@ -92,17 +96,21 @@ def _traced(payload):
     return traced
 
 
-def _chunk(block, payload):
-    """A task: one chunk of points -> its columns (value, guards held, gradient): the
-    local ``grad_batch``'s, but that a point no recording here covers, where there is no
-    function to record it again, is NaN."""
+def _chunk(block, payload, with_grad):
+    """A task: one chunk of points -> its columns (value, guards held, gradient if
+    ``with_grad``): the local ``grad_batch``'s (``value_batch``'s), but that a point no
+    recording here covers, where there is no function to record it again, is NaN."""
     from .traced import GuardFailure
     traced = _traced(payload)
     points = np.asarray(block, np.float64)
-    values, grads, ok = traced._batch(points)
+    values, grads, ok = traced._batch(points, with_grad)
+    shaped = [points.reshape((-1,) + traced.shapes[0])]
     for p in np.flatnonzero(~ok):
         try:
-            values[p], grads[p] = traced._point([points.reshape((-1,) + traced.shapes[0])], p)
+            if with_grad:
+                values[p], grads[p] = traced._point(shaped, p)
+            else:
+                values[p] = traced._value_at(shaped, p)
         except GuardFailure:
             values[p], grads[p] = np.nan, np.nan
     return np.concatenate([values[:, None], ok[:, None], grads], axis=1)

@@ -265,19 +265,35 @@ class Traced:
             pos += size
         return values, out[0] if len(out) == 1 else tuple(out), ok
 
-    def _batch(self, X):
+    def value_batch(self, *batches):
+        """Values at many points, as ``grad_batch`` without the gradients (no reverse
+        sweep): ``(values, guards_held)``; a Dask array gives Dask arrays."""
+        if len(batches) == 1 and dask_batch.is_dask_array(batches[0]):
+            values, _, ok = dask_batch.batch(self, batches[0], with_grad=False)
+            return values, ok
+        arrays = [np.asarray(b._arr if isinstance(b, Tensor) else b, np.float64)
+                  for b in batches]
+        nb = arrays[0].shape[0]
+        values, _, ok = self._batch(np.concatenate([a.reshape(nb, -1) for a in arrays], axis=1),
+                                    with_grad=False)
+        for p in np.flatnonzero(~ok):             # another branch: one by one
+            values[p] = self._value_at(arrays, p)
+        return values, ok
+
+    def _batch(self, X, with_grad=True):
         """(values, flat gradients, guards held) at the rows of ``X`` (the inputs'
-        values, flattened and concatenated) under the first recording, in parallel."""
+        values, flattened and concatenated) under the first recording, in parallel
+        (``with_grad`` False: no gradients, an empty array of them)."""
         nb = X.shape[0]
         r = self.records[-1]                      # the first recording
         if r.out_tuple or r.size(r.outs[0]) != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         values = np.empty(nb)
-        grads = np.empty((nb, sum(r.size(e) for e in r.ins)))
+        wants = np.array(r.ins if with_grad else [], np.int64)
+        grads = np.empty((nb, sum(r.size(e) for e in wants)))
         ok = np.zeros(nb, np.bool_)
         with _BATCH:              # (one parallel launch at a time: it takes every core)
-            grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64),
-                       np.array(r.ins, np.int64), r.schedule, r.arrays(), r.max_size, r.GK,
+            grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64), wants, r.schedule, r.arrays(), r.max_size, r.GK,
                        r.GE, r.GS, r.GN, r.GV, values, grads, ok,
                        max(1, min(numba.get_num_threads(), nb)))
         return values, grads, ok
@@ -288,6 +304,10 @@ class Traced:
         val, gs = self._value_and_grads(self._with_static([a[p] for a in arrays]),
                                         range(len(arrays)))
         return val.item(), np.concatenate([np.asarray(x._arr).reshape(-1) for x in gs])
+
+    def _value_at(self, arrays, p):
+        """The value at point ``p`` of ``arrays`` (by another recording, or recorded again)."""
+        return float(np.asarray(self(*self._with_static([a[p] for a in arrays]))._arr))
 
     def _with_static(self, arrays):
         args = list(arrays)
