@@ -125,3 +125,16 @@ def test_the_core_never_imports_dask():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
+def test_a_worker_without_tapegrad_is_told_which_package_is_missing():
+    """A chunk's task is tapegrad's code, sent by reference: a worker that cannot import
+    tapegrad fails to load it, naming the package (what Dask then reports)."""
+    import pickle
+    from tapegrad.replay import dask_batch
+    task = pickle.dumps(dask_batch._chunk)
+    out = subprocess.run([sys.executable, "-I", "-S", "-c",
+                          "import pickle, sys; pickle.loads(sys.stdin.buffer.read())"],
+                         input=task, capture_output=True, timeout=60)
+    assert out.returncode != 0
+    assert b"No module named 'tapegrad'" in out.stderr, out.stderr[-500:]
