@@ -47,6 +47,14 @@ def _split_args(args):
     return arrays, dtypes, static
 
 
+def _points(batches):
+    """(each argument's batch as a float64 array, the points as rows: the arguments'
+    values flattened and concatenated)."""
+    arrays = [np.asarray(b._arr if isinstance(b, Tensor) else b, np.float64) for b in batches]
+    nb = arrays[0].shape[0]
+    return arrays, np.concatenate([a.reshape(nb, -1) for a in arrays], axis=1)
+
+
 def _tensor(a, dtype=np.float64):
     return from_array(np.asarray(a, dtype))
 
@@ -250,11 +258,9 @@ class Traced:
         scheduler (``dask_batch``)."""
         if len(batches) == 1 and dask_batch.is_dask_array(batches[0]):
             return dask_batch.batch(self, batches[0])
-        arrays = [np.asarray(b._arr if isinstance(b, Tensor) else b, np.float64)
-                  for b in batches]
-        nb = arrays[0].shape[0]
-        values, grads, ok = self._batch(np.concatenate([a.reshape(nb, -1) for a in arrays],
-                                                       axis=1))
+        arrays, X = _points(batches)
+        nb = X.shape[0]
+        values, grads, ok = self._batch(X)
         for p in np.flatnonzero(~ok):             # another branch: one by one
             values[p], grads[p] = self._point(arrays, p)
         out = []
@@ -271,11 +277,8 @@ class Traced:
         if len(batches) == 1 and dask_batch.is_dask_array(batches[0]):
             values, _, ok = dask_batch.batch(self, batches[0], with_grad=False)
             return values, ok
-        arrays = [np.asarray(b._arr if isinstance(b, Tensor) else b, np.float64)
-                  for b in batches]
-        nb = arrays[0].shape[0]
-        values, _, ok = self._batch(np.concatenate([a.reshape(nb, -1) for a in arrays], axis=1),
-                                    with_grad=False)
+        arrays, X = _points(batches)
+        values, _, ok = self._batch(X, with_grad=False)
         for p in np.flatnonzero(~ok):             # another branch: one by one
             values[p] = self._value_at(arrays, p)
         return values, ok
