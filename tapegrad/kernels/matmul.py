@@ -38,18 +38,55 @@ def _product(x, y, o):
 
 
 @njit(**_JIT)
+def _sums(X, xo, Y, yo, yj, yl, L, n, O, oo, add):
+    """``O[oo + j] = X[xo + l] . Y[yo + j * yj + l * yl]`` over l < L for each j < n
+    (``add``: added to O instead), each summed from 0 in l order: the dot products of a
+    product whose operand is strided, four at a time (independent chains, which the
+    CPU overlaps; one running sum waits for each add)."""
+    j = 0
+    while j + 4 <= n:
+        s0 = s1 = s2 = s3 = 0.0
+        y = yo + j * yj
+        for l in range(L):
+            xv = X[xo + l]
+            yk = y + l * yl
+            s0 += xv * Y[yk]
+            s1 += xv * Y[yk + yj]
+            s2 += xv * Y[yk + 2 * yj]
+            s3 += xv * Y[yk + 3 * yj]
+        if add:
+            s0 += O[oo + j]
+            s1 += O[oo + j + 1]
+            s2 += O[oo + j + 2]
+            s3 += O[oo + j + 3]
+        O[oo + j], O[oo + j + 1], O[oo + j + 2], O[oo + j + 3] = s0, s1, s2, s3
+        j += 4
+    for j in range(j, n):
+        s0 = 0.0
+        for l in range(L):
+            s0 += X[xo + l] * Y[yo + j * yj + l * yl]
+        O[oo + j] = O[oo + j] + s0 if add else s0
+
+
+@njit(**_JIT)
 def forward(i, A, B, OFF, META, IAUX, V):
-    """A replay's product: each output summed from 0 in k order, as ``_product``."""
+    """A replay's product: each output summed from 0 in k order, as ``_product`` (for a
+    contiguous y, k outside n, so that the loop over a row of outputs vectorises)."""
     nb, M, K, N, ysk, ysn = dims(i, META, IAUX)
     oa, ob, oi = OFF[A[i]], OFF[B[i]], OFF[i]
     for bt in range(nb):
         xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
         for m in range(M):
-            for n in range(N):
-                acc = 0.0
+            if ysn == 1 and N >= 8:
+                o = V[go + m * N:go + m * N + N]
+                o[:] = 0.0
                 for k in range(K):
-                    acc += V[xa + m * K + k] * V[yb + k * ysk + n * ysn]
-                V[go + m * N + n] = acc
+                    xv = V[xa + m * K + k]
+                    yk = V[yb + k * N:yb + k * N + N]
+                    for n in range(N):
+                        o[n] += xv * yk[n]
+            else:
+                _sums(V, xa + m * K, V, yb, ysn, ysk, K, N, V, go + m * N, False)
 
 
 @njit(**_JIT)
@@ -71,8 +108,10 @@ def add_outer(out, u, v):
 
 
 @njit(**_JIT)
-def reverse(i, OP, A, B, OFF, META, IAUX, V, G):
-    """out[b] = x[b] @ y[b] with x (nb, M, K), y (nb, K, N): dx = g y^T, dy = x^T g."""
+def reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch):
+    """out[b] = x[b] @ y[b] with x (nb, M, K), y (nb, K, N): dx = g y^T (each element
+    summed from 0 in n order, then added), dy = x^T g (added term by term in m order),
+    in loops that vectorise where y's layout allows (``scratch``: K values)."""
     nb, M, K, N, ysk, ysn = dims(i, META, IAUX)
     a, b = A[i], B[i]
     oa, ob, oi = OFF[a], OFF[b], OFF[i]
@@ -80,17 +119,35 @@ def reverse(i, OP, A, B, OFF, META, IAUX, V, G):
         xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
         if wants(a, OP):
             for m in range(M):
-                for k in range(K):
-                    acc = 0.0
+                if ysk == 1 and K >= 8:
+                    acc = scratch[:K]
+                    acc[:] = 0.0
                     for n in range(N):
-                        acc += G[go + m * N + n] * V[yb + k * ysk + n * ysn]
-                    G[xa + m * K + k] += acc
+                        gv = G[go + m * N + n]
+                        yn = V[yb + n * ysn:yb + n * ysn + K]
+                        for k in range(K):
+                            acc[k] += gv * yn[k]
+                    gx = G[xa + m * K:xa + m * K + K]
+                    for k in range(K):
+                        gx[k] += acc[k]
+                else:
+                    _sums(G, go + m * N, V, yb, ysk, ysn, N, K, G, xa + m * K, True)
         if wants(b, OP):
             for m in range(M):
-                for k in range(K):
-                    xv = V[xa + m * K + k]
+                g = G[go + m * N:go + m * N + N]
+                x = V[xa + m * K:xa + m * K + K]
+                if ysn == 1:
+                    for k in range(K):
+                        xv = x[k]
+                        gy = G[yb + k * ysk:yb + k * ysk + N]
+                        for n in range(N):
+                            gy[n] += xv * g[n]
+                else:
                     for n in range(N):
-                        G[yb + k * ysk + n * ysn] += xv * G[go + m * N + n]
+                        gv = g[n]
+                        gy = G[yb + n * ysn:yb + n * ysn + K]
+                        for k in range(K):
+                            gy[k] += x[k] * gv
 
 
 @njit(**_JIT)

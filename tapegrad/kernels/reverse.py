@@ -85,7 +85,7 @@ def sweep(top, tape, G, live, scratch, omap, host_min, hooked_done, check_nan, l
             e = extras_at(META, IAUX, i)
             if IAUX[e] * IAUX[e + 1] * IAUX[e + 2] * IAUX[e + 3] >= host_min:
                 return HOST, i
-            matmul.reverse(i, OP, A, B, OFF, META, IAUX, V, G)
+            matmul.reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch)
         elif CAT_FIRST <= op <= CAT_LAST:
             e = extras_at(META, IAUX, i)
             structural.cat_reverse(i, OFF, META, IAUX, G)
