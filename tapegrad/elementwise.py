@@ -163,7 +163,8 @@ def _broadcast_result(code, arr, x, y, sx, sy):
     xd, yd = x._d, y._d
     xs, ys = xd.shape, yd.shape
     out_shape = xs if ys == xs[len(xs) - len(ys):] else broadcast_shape(xs, ys)
-    r = arr(xd if xs == out_shape else np.broadcast_to(xd, out_shape),
+    r = arr(xd, yd) if arr.__class__ is np.ufunc else \
+        arr(xd if xs == out_shape else np.broadcast_to(xd, out_shape),
             yd if ys == out_shape else np.broadcast_to(yd, out_shape))
     t = recording(x, y)
     if t is None:

@@ -51,6 +51,11 @@ def _blocks(a, batch):
 def _product(a, b, code, transposed=False):
     """``a @ b``, or with ``transposed`` ``a @ b.T`` for a 2-D ``b`` read in place (the
     entry's mode says so: no transposed copy is recorded)."""
+    x, y = a._d, b._d
+    if (x.__class__ is y.__class__ is np.ndarray and x.ndim == 2 == y.ndim and x.dtype.char == "d" == y.dtype.char and x.flags.c_contiguous
+            and y.flags.c_contiguous and x.shape[1] == y.shape[transposed]
+            and x.size * y.shape[1 - transposed] < HOST_MIN_MACS):
+        return _small_product(a, b, x, y, code, transposed)
     rd = result_dtype(a, b)
     x, y = np.asarray(a._arr, rd.np), np.asarray(b._arr, rd.np)
     if transposed:
@@ -88,6 +93,24 @@ def _product(a, b, code, transposed=False):
     mode = (SINGLE if value.dtype == np.float32 else 0) | (Y_TRANSPOSED if transposed else 0)
     i = t.append(code, ia, ib, value, (nb, M, K, N, mode))
     return _result(_norm(np.asarray(value)), t, i, a._rg or b._rg)
+
+
+def _small_product(a, b, x, y, code, transposed):
+    """``_product`` of two C-contiguous float64 matrices, in the compiled sweep's sums
+    (as the general path computes a product this small), without its promotion, batch
+    and shape checks."""
+    M, K = x.shape
+    N = y.shape[1 - transposed]
+    out = np.empty((1, M, N))
+    matmul_kernels.product(x.reshape(1, M, K), (y.T.copy() if transposed else y).reshape(1, K, N),
+                           out)
+    out = out.reshape(M, N)
+    t = recording(a, b)
+    if t is None:
+        return _leaf(out)
+    i = t.append(code, buf(t, a, True), buf(t, b, True), out,
+                 (1, M, K, N, Y_TRANSPOSED if transposed else 0))
+    return _result(out, t, i, a._rg or b._rg)
 
 
 def _large_product(a, b, x, y, code, extras):

@@ -1,4 +1,6 @@
 """Helpers that record the structural entries shared by several op families."""
+import functools
+
 import numpy as np
 
 from .ops.table import CODE
@@ -32,6 +34,7 @@ def broadcast_shape(sa, sb):
     return tuple(y if x == 1 else x for x, y in zip(a, b))
 
 
+@functools.lru_cache(maxsize=256)
 def expand_strides(in_shape, out_shape):
     """Strides that read an ``in_shape`` array as ``out_shape`` (0 on broadcast dims)."""
     cs = contiguous_strides(in_shape)
@@ -47,11 +50,21 @@ def gather(t, ia, value, strides, base=0, code=CODE["expand"], flags=0):
 
 def broadcast_to(t, ia, value_in, out_shape):
     """Buffer of input ``ia`` broadcast to ``out_shape`` (a hidden expand if needed)."""
-    in_shape = np.shape(value_in)
-    if tuple(in_shape) == tuple(out_shape):
-        return ia
-    value = np.broadcast_to(value_in, out_shape)
-    return gather(t, ia, value, expand_strides(in_shape, out_shape), flags=HIDDEN)
+    out_shape = tuple(out_shape)
+    if value_in.__class__ is np.ndarray and value_in.flags.c_contiguous:
+        in_shape = value_in.shape
+        if in_shape == out_shape:
+            return ia
+        strides = expand_strides(in_shape, out_shape)
+        size = value_in.itemsize           # (np.broadcast_to's view, ten times cheaper)
+        value = np.ndarray(out_shape, value_in.dtype, value_in, 0, [s * size for s in strides])
+    else:
+        in_shape = np.shape(value_in)
+        if in_shape == out_shape:
+            return ia
+        strides = expand_strides(in_shape, out_shape)
+        value = np.broadcast_to(value_in, out_shape)
+    return gather(t, ia, value, strides, flags=HIDDEN)
 
 
 def reshape(t, ia, value, code=CODE["view"], flags=0):

@@ -130,10 +130,9 @@ class Tape(Layout):
             start = nv + ks
             offs = list(itertools.accumulate(sizes, initial=start))[:-1]
             metas_at = list(itertools.accumulate(mlens, initial=ni))[:-1]
-            cols = np.array(rows[1:7] + [offs, metas_at], np.float64)
-            for k, col in enumerate((self.OP, self.A, self.B, self.C, self.C2, self.FLAGS,
-                                     self.OFF, self.META)):
-                col[idx] = cols[k]
+            for col, values in zip((self.OP, self.A, self.B, self.C, self.C2, self.FLAGS,
+                                    self.OFF, self.META), rows[1:7] + [offs, metas_at]):
+                col[idx] = values
             vals = rows[7]
             if nva == len(vals) and all(v.__class__ is float or v.ndim == 0 for v in vals):
                 # one element each (scalar code's pieces): concatenate costs 0.2 us apiece
