@@ -163,7 +163,18 @@ def _broadcast_result(code, arr, x, y, sx, sy):
     xd, yd = x._d, y._d
     xs, ys = xd.shape, yd.shape
     out_shape = xs if ys == xs[len(xs) - len(ys):] else broadcast_shape(xs, ys)
-    r = arr(xd, yd) if arr.__class__ is np.ufunc else \
+    exact = arr.__class__ is np.ufunc
+    if exact and xd.dtype.char == "d" and math.prod(out_shape) >= PLACE_MIN and (
+            (STATE.grad and (x._rg or y._rg)) or recording(x, y) is not None):
+        # large: the ufunc writes straight into the tape's arena (as _large_result)
+        n = math.prod(out_shape)
+        t = roomy_tape(n + xd.size + yd.size, x, y)
+        ia = broadcast_to(t, buf(t, x, sx), xd, out_shape)
+        ib = broadcast_to(t, buf(t, y, sy), yd, out_shape)
+        i, out = t.append_into(code, ia, ib, out_shape, n)
+        arr(xd, yd, out=out)
+        return _result(out, t, i, requires_grad(x, y))
+    r = arr(xd, yd) if exact else \
         arr(xd if xs == out_shape else np.broadcast_to(xd, out_shape),
             yd if ys == out_shape else np.broadcast_to(yd, out_shape))
     t = recording(x, y)

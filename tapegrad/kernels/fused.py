@@ -33,9 +33,11 @@ BLOCK = 1024           # elements per block: a block of every buffer of an entry
 FUSE_MIN = 256        # array entries at least this large are swept by the fused kernels
                       # (as eager forwards compute them: ``forward.BLOCK_MIN``)
 PARALLEL_MIN = 32768   # elements x entries of work past which both cores pay off ...
-PARALLEL_COLD_MIN = 65536   # ... while OpenMP's threads are awake; past this, always
+PARALLEL_COLD_MIN = 262144  # ... while OpenMP's threads are awake; past this, always
 AWAKE_S = 60e-6        # how long after a parallel launch its threads still spin (80-160 us here)
+CHAIN_S = 40e-6        # a launch this soon after another large one: a chain of large ops
 _LAST = [0.0]          # time.perf_counter() at the end of the last parallel launch
+_LARGE = [0.0]         # ... and of the last launch of at least PARALLEL_MIN work
 _LAUNCH = threading.Lock()
 _SERIAL_ONLY = []            # non-empty in a forked child
 
@@ -174,24 +176,31 @@ def launch(serial, parallel, work, *args):
     other thread is in a parallel kernel, else ``serial``; ``args`` end with ``n``.
 
     Waking OpenMP's threads once they sleep (after ``GOMP_SPINCOUNT``, ``threads.py``)
-    costs about 45 us here: 65,536 multiplies take 17 us serial, 10 us parallel while the
-    threads spin, 54 us once they sleep.  So work below ``PARALLEL_COLD_MIN`` goes
-    parallel only within ``AWAKE_S`` of the last parallel launch (a chain of ops keeps
-    them awake), and from it on always (the 50-op chain over 100,000 values: 5.9 ms, and
-    8.6 ms with a cold threshold of 131,072: its ops would never wake them).  Either
-    way the result is the same, bit for bit (blocks are independent).  On a cold kernel
-    cache the parallel twins wait for the background compile (``PARALLEL``: each takes
-    3 s more than its serial twin to compile, and a first gradient needs neither)."""
-    if work >= PARALLEL_MIN and not _SERIAL_ONLY and (
-            work >= PARALLEL_COLD_MIN or time.perf_counter() - _LAST[0] < AWAKE_S) and \
-            not PARALLEL.compiling():
-        threads = numba.get_num_threads()               # (costs 1 us)
-        if threads > 1 and _LAUNCH.acquire(blocking=False):
-            try:
-                return parallel(*args, threads)
-            finally:
-                _LAST[0] = time.perf_counter()
-                _LAUNCH.release()
+    costs about 45 us here: a tanh reverse over 65,536 values takes 31 us serial, 16 us
+    parallel while the threads spin, over 60 us once they sleep.  So work below
+    ``PARALLEL_COLD_MIN`` goes parallel only while they spin (within ``AWAKE_S`` of the
+    last parallel launch) or when it follows another large launch within ``CHAIN_S``: a
+    chain of large ops, which keeps them awake once woken (the 50-op chain over 100,000
+    values: 6.9 ms; 10.1 ms if its ops never woke them).  A lone large op between other
+    work (an MLP's tanh between two products) runs serial.  Either way the result is
+    the same, bit for bit (blocks are independent).  On a cold kernel cache the parallel
+    twins wait for the background compile (``PARALLEL``: each takes 3 s more than its
+    serial twin to compile, and a first gradient needs neither)."""
+    if work >= PARALLEL_MIN and not _SERIAL_ONLY:
+        now = time.perf_counter()
+        if (work >= PARALLEL_COLD_MIN or now - _LAST[0] < AWAKE_S or now - _LARGE[0] < CHAIN_S) \
+                and not PARALLEL.compiling():
+            threads = numba.get_num_threads()               # (costs 1 us)
+            if threads > 1 and _LAUNCH.acquire(blocking=False):
+                try:
+                    return parallel(*args, threads)
+                finally:
+                    _LAST[0] = _LARGE[0] = time.perf_counter()
+                    _LAUNCH.release()
+        try:
+            return serial(*args, 1)
+        finally:
+            _LARGE[0] = time.perf_counter()
     return serial(*args, 1)
 
 

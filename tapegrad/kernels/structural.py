@@ -94,6 +94,10 @@ def gather_reverse(i, A, OFF, META, IAUX, G, omap):
                         for i3 in range(s3):
                             acc += G[k + i3]
                         G[o] = acc
+                    elif t3 == 1:   # a row added into a row (slices: the loop vectorises)
+                        dst, src = G[o:o + s3], G[k:k + s3]
+                        for i3 in range(s3):
+                            dst[i3] += src[i3]
                     else:
                         for i3 in range(s3):
                             G[o + i3 * t3] += G[k + i3]
