@@ -29,6 +29,7 @@ from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording, require
 from .tracing import freeze, traced_entry
 
 _NUMBERS = (float, int, bool)
+_ADD, _BIAS = CODE["add"], CODE["bias_add"]
 
 
 def _py_rule(op):
@@ -155,13 +156,46 @@ def _array_result(code, r, x, y, c, sx, sy):
     return _result(r, t, t.append(code, ia, ib, r, c=c), rg)
 
 
+def _is_row(big, small):
+    """Do the values of shape ``small`` repeat over the leading dims of ``big``: is it,
+    leading 1s aside, ``big``'s trailing dims, with fewer elements (a bias)?"""
+    k = 0
+    while k < len(small) and small[k] == 1:
+        k += 1
+    core = small[k:]
+    return (len(small) <= len(big) and big[len(big) - len(core):] == core
+            and math.prod(core) < math.prod(big))
+
+
+def _bias_add(x, y, xd, yd, big):
+    """``x + y`` where one operand is a row of the other (``_is_row``): one ``bias``
+    entry, no materialised broadcast (its reverse sums the row's columns)."""
+    t = recording(x, y)
+    if t is None:
+        return _leaf(np.add(xd, yd))
+    rg = requires_grad(x, y)
+    n = math.prod(big)
+    if n >= PLACE_MIN and xd.dtype.char == "d":      # into the arena, as _large_result
+        t = roomy_tape(n + xd.size + yd.size, x, y)
+        i, out = t.append_into(_BIAS, buf(t, x, False), buf(t, y, False), big, n)
+        np.add(xd, yd, out=out)
+        return _result(out, t, i, rg)
+    r = np.add(xd, yd)
+    return _result(r, t, t.append(_BIAS, buf(t, x, False), buf(t, y, False), r), rg)
+
+
 def _broadcast_result(code, arr, x, y, sx, sy):
     """A float op on two arrays of one dtype and different shapes: ``_general``'s result
     and recording (each operand broadcast by a hidden expand entry where needed),
     without its promotion and Python-number cases.  A trailing-dims operand (a bias)
-    skips the general shape rule."""
+    skips the general shape rule; added, it is one ``bias`` entry."""
     xd, yd = x._d, y._d
     xs, ys = xd.shape, yd.shape
+    if code == _ADD:
+        if _is_row(xs, ys):
+            return _bias_add(x, y, xd, yd, xs)
+        if _is_row(ys, xs):
+            return _bias_add(x, y, xd, yd, ys)
     out_shape = xs if ys == xs[len(xs) - len(ys):] else broadcast_shape(xs, ys)
     exact = arr.__class__ is np.ufunc
     if exact and xd.dtype.char == "d" and math.prod(out_shape) >= PLACE_MIN and (

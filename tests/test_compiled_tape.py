@@ -123,8 +123,8 @@ def test_automatic_compilation_runs_in_the_background(monkeypatch):
     for k, p in enumerate(points):
         got = tr.grad(tg.tensor(p)).item()
         assert got == reference.grad(tg.tensor(p)).item()
-        if k < 3:
-            assert tr.records[0].native is None
+        if k < 2:      # (from the third replay on, the thread may finish any time)
+            assert tr.records[0].native is None and getattr(tr, "_background", None) is None
         if k == 2:
             assert tr._background is not None
     assert tr.compile() is tr and tr.records[0].native is not None

@@ -201,6 +201,7 @@ STRUCTURAL = {
     "stack": ([(3, 4), (3, 4)], lambda a, b: tg.stack([a, b], dim=1)),
     "softmax": ([(2, 3, 4)], lambda a: tg.softmax(a, dim=1)),
     "log_softmax": ([(3, 4)], lambda a: tg.log_softmax(a, dim=-1)),
+    "bias_add": ([(2, 3, 4), (1, 4)], lambda a, b: b + a),   # the row first, a leading 1
 }
 SOURCES = {"leaf", "const", "external"}
 CHECKED_ELSEWHERE = {"to_copy",   # float32 round trips are too coarse for gradcheck

@@ -311,6 +311,19 @@ def softmax(i, g, h):
     return [(a, out.reshape(h.shape(a)))]
 
 
+def bias(i, g, h):
+    """A row added along the leading dims: the full operand's adjoint is g, the row's
+    the sum of g over those dims."""
+    full, row = (h.A[i], h.B[i]) if h.size(h.A[i]) == h.size(i) else (h.B[i], h.A[i])
+    out = [(full, g)] if _wants(h, full) else []
+    if _wants(h, row):
+        shape = h.shape(row)
+        core = len(shape) - next((k for k, n in enumerate(shape) if n != 1), len(shape))
+        lead = tuple(range(len(h.shape(i)) - core))
+        out.append((row, g.sum(lead).reshape(shape) if lead else g.reshape(shape)))
+    return out
+
+
 def no_gradient(i, g, h):
     """Comparisons and detached copies (on traced tapes) pass nothing back."""
     return []
@@ -318,6 +331,6 @@ def no_gradient(i, g, h):
 
 _BY_KIND = {"ew": elementwise, "where": where, "gather": gather, "reshape": reshape,
             "index": index, "reduce": reduce, "matmul": matmul, "cat": cat, "softmax": softmax,
-            "compare": no_gradient, "stop": no_gradient}
+            "compare": no_gradient, "stop": no_gradient, "bias": bias}
 RULES = tuple(_BY_KIND.get(op.kind) if op else None for op in BY_CODE)
 HOST_FIRST, HOST_LAST = kind_range("host")

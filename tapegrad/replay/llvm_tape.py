@@ -220,6 +220,10 @@ class _Tape:
                 return out
             c2 = const(r.C2[i])
             return [em.expr(spec.fwd, {"x": xs[k], "y": ys[k], "c2": c2}) for k in range(n)]
+        if kind == "bias":                 # kernels/bias.py: full[k] + row[k % nb]
+            full, row = self._bias_operands(i)
+            fs, rs = self.elems(full), self.elems(row)
+            return [em.tmp(f"fadd double {fs[k]}, {rs[k % len(rs)]}") for k in range(n)]
         src = self.elems(a)
         if kind == "gather":
             return [src[o] for o in _gather_map(r, i)]
@@ -393,6 +397,18 @@ class _Tape:
             self._reduce_adjoint(i, spec.name, g)
         elif kind == "softmax":
             self._softmax_adjoint(i, spec.name == "log_softmax", g)
+        elif kind == "bias":
+            full, row = self._bias_operands(i)
+            nb = r.size(row)
+            for k in range(n):
+                self.add(full, k, g[k])
+                self.add(row, k % nb, g[k])
+
+    def _bias_operands(self, i):
+        """(full, row) of a bias entry, as ``kernels.bias.operands``."""
+        r = self.r
+        a, b = int(r.A[i]), int(r.B[i])
+        return (a, b) if r.size(a) == r.size(i) else (b, a)
 
     def _softmax_adjoint(self, i, log, g):
         em, a = self.em, int(self.r.A[i])
