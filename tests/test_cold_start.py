@@ -182,3 +182,23 @@ def test_a_cold_first_gradient_waits_for_no_compile_and_the_next_run_is_warm(tmp
     assert last == want
     first, last = _child(tmp_path, "again")                # warm: compiled from the start
     assert first == "compiled here: True ready: True" and last == want
+
+
+def test_switched_off_the_background_process_never_starts(tmp_path):
+    """``TAPEGRAD_BACKGROUND_COMPILE=0`` on a cold cache: no warming process, no lock
+    file; the first gradient compiles in the process and is right."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "XDG_"))}
+    env.update(NUMBA_CACHE_DIR=str(tmp_path / "cache"), HOME=str(tmp_path),
+               PYTHONPATH=PACKAGE_PARENT, TAPEGRAD_BACKGROUND_COMPILE="0")
+    code = textwrap.dedent("""
+        import os
+        import tapegrad as tg
+        from tapegrad.kernels import FOLDER, cold
+        x = tg.tensor(3.0, requires_grad=True)
+        (x * x).backward()
+        print(cold._WARMER[0], os.path.exists(os.path.join(FOLDER, "warming")), x.grad.item())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["None", "False", "6.0"]

@@ -44,7 +44,8 @@ def _run(pkg, tmp_path, **env_vars):
            if not k.startswith(("NUMBA_", "XDG_", "PYTHON"))}
     env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(pkg.parent),
                PYTHONDONTWRITEBYTECODE="1",     # (Python's own .pyc files, not tapegrad's)
-               TMPDIR=str(tmp_path / "tmp"))
+               TMPDIR=str(tmp_path / "tmp"),
+               TAPEGRAD_BACKGROUND_COMPILE="0")   # (no process left compiling after it)
     os.makedirs(env["TMPDIR"], exist_ok=True)
     env.update({k: str(v) for k, v in env_vars.items()})
     out = subprocess.run([sys.executable, "-c", CHILD.format(pkg=str(pkg))], cwd=tmp_path,

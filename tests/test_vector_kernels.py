@@ -439,7 +439,7 @@ g = (1 - want ** 2) * (np.cos(xv) * np.exp(xv) + np.sin(xv) * np.exp(xv))
 assert np.allclose(x.grad.numpy(), g, rtol=1e-12, atol=1e-13)
 print("ok")
 """
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), TAPEGRAD_BACKGROUND_COMPILE="0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

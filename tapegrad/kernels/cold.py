@@ -233,7 +233,8 @@ def warm_in_background(*groups):
     todo = [g for g in groups if not os.path.exists(g.marker())]
     # (an interpreter embedded in another program: sys.executable may not be Python)
     python = os.path.basename(sys.executable or "").lower().startswith("python")
-    if not todo or not PERSISTENT or config.DISABLE_JIT or not python or not _claim(FOLDER):
+    if (not todo or not PERSISTENT or config.DISABLE_JIT or not python
+            or os.environ.get("TAPEGRAD_BACKGROUND_COMPILE") == "0" or not _claim(FOLDER)):
         return
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
