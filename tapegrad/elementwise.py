@@ -176,7 +176,7 @@ def _bias_add(x, y, xd, yd, big):
     rg = requires_grad(x, y)
     n = math.prod(big)
     if n >= PLACE_MIN and xd.dtype.char == "d":      # into the arena, as _large_result
-        t = roomy_tape(n + xd.size + yd.size, x, y)
+        t = roomy_tape(n, x, y)
         i, out = t.append_into(_BIAS, buf(t, x, False), buf(t, y, False), big, n)
         np.add(xd, yd, out=out)
         return _result(out, t, i, rg)
@@ -202,7 +202,7 @@ def _broadcast_result(code, arr, x, y, sx, sy):
             (STATE.grad and (x._rg or y._rg)) or recording(x, y) is not None):
         # large: the ufunc writes straight into the tape's arena (as _large_result)
         n = math.prod(out_shape)
-        t = roomy_tape(n + xd.size + yd.size, x, y)
+        t = roomy_tape(n, x, y)
         ia = broadcast_to(t, buf(t, x, sx), xd, out_shape)
         ib = broadcast_to(t, buf(t, y, sy), yd, out_shape)
         i, out = t.append_into(code, ia, ib, out_shape, n)
@@ -239,7 +239,7 @@ def _large_result(code, x, y, c, sx, sy):
     rg = requires_grad(x, y)
     if (not STATE.grad or not rg) and recording(x, y) is None:
         return _leaf(fused.ew_into(code, xd, yd, c, np.empty_like(xd)))
-    t = roomy_tape(3 * xd.size, x, y)              # the result, and x and y if new here
+    t = roomy_tape(xd.size, x, y)
     ia = buf(t, x, sx)
     ib = -1 if y.__class__ is not Tensor else \
         broadcast_to(t, buf(t, y, sy), c, xd.shape) if scalar else buf(t, y, sy)

@@ -122,7 +122,7 @@ def _large_product(a, b, x, y, code, extras):
         with one_blas_thread(macs):
             return _leaf(np.matmul(x, y))
     M, N = x.shape[0], y.shape[1]
-    t = roomy_tape(M * N + a.numel() + b.numel(), a, b)
+    t = roomy_tape(M * N, a, b)
     ia, ib = buf(t, a, True), buf(t, b, True)
     i, out = t.append_into(code, ia, ib, (M, N), M * N, extras=extras)
     with one_blas_thread(macs):

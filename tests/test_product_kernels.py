@@ -12,9 +12,11 @@ from tapegrad.replay import trace
 
 torch = pytest.importorskip("torch")
 RNG = np.random.default_rng(11)
-# (batch, M, K, N): K and N at 1, 3 (below four), 5 / 7 (four and a remainder), 8 and 16
+# (batch, M, K, N): K and N at 1, 3 (below four), 5 / 7 (four and a remainder), 8 and 16;
+# M above and below N and K (dot products along M or along N / K)
 SHAPES = [(1, 6, 1, 16), (1, 6, 16, 1), (1, 5, 3, 7), (1, 4, 8, 8), (1, 64, 16, 16),
-          (2, 3, 5, 9), (3, 7, 16, 5), (1, 9, 7, 3)]
+          (2, 3, 5, 9), (3, 7, 16, 5), (1, 9, 7, 3), (1, 64, 256, 1), (1, 2, 9, 3),
+          (1, 1, 12, 9), (1, 11, 2, 2)]
 # y as stored (matmul, batched too) and read in place transposed (linear: one weight)
 CASES = [(s, False) for s in SHAPES] + [(s, True) for s in SHAPES if s[0] == 1]
 IDS = ["x".join(map(str, s)) + ("-T" if t else "") for s, t in CASES]

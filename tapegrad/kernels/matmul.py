@@ -22,71 +22,80 @@ def dims(i, META, IAUX):
 
 
 @njit(**_JIT)
-def _product(x, y, o):
-    """o = x @ y for one (M, K) x, (K, N) y and (M, N) o: each output summed from 0 in k
-    order, as ``forward`` sums it (here k runs outside n, so that the loop vectorises
-    over n: the sum per output is the same)."""
-    M, K = x.shape
-    N = y.shape[1]
-    for m in range(M):
-        for n in range(N):
-            o[m, n] = 0.0
-        for k in range(K):
-            xv = x[m, k]
-            for n in range(N):
-                o[m, n] += xv * y[k, n]
+def _sums(X, xo, xj, Y, yo, yj, yl, L, count, O, oo, oj, add):
+    """For each j < count: ``s_j = X[xo + j * xj + l] * Y[yo + j * yj + l * yl]`` summed
+    over l < L from 0 in l order, then ``O[oo + j * oj] = s_j`` (``add``: O plus s_j).
+    Four at a time: independent chains, which the CPU overlaps (one running sum waits
+    for each add); the dot products of a product whose rows cannot be vectorised."""
+    j = 0
+    while j + 4 <= count:
+        s0 = s1 = s2 = s3 = 0.0
+        x, y = xo + j * xj, yo + j * yj
+        for l in range(L):
+            yk = y + l * yl
+            s0 += X[x + l] * Y[yk]
+            s1 += X[x + xj + l] * Y[yk + yj]
+            s2 += X[x + 2 * xj + l] * Y[yk + 2 * yj]
+            s3 += X[x + 3 * xj + l] * Y[yk + 3 * yj]
+        o = oo + j * oj
+        if add:
+            s0 += O[o]
+            s1 += O[o + oj]
+            s2 += O[o + 2 * oj]
+            s3 += O[o + 3 * oj]
+        O[o], O[o + oj], O[o + 2 * oj], O[o + 3 * oj] = s0, s1, s2, s3
+        j += 4
+    for j in range(j, count):
+        s0 = 0.0
+        for l in range(L):
+            s0 += X[xo + j * xj + l] * Y[yo + j * yj + l * yl]
+        o = oo + j * oj
+        O[o] = O[o] + s0 if add else s0
 
 
 @njit(**_JIT)
-def _sums(X, xo, Y, yo, yj, yl, L, n, O, oo, add):
-    """``O[oo + j] = X[xo + l] . Y[yo + j * yj + l * yl]`` over l < L for each j < n
-    (``add``: added to O instead), each summed from 0 in l order: the dot products of a
-    product whose operand is strided, four at a time (independent chains, which the
-    CPU overlaps; one running sum waits for each add)."""
-    j = 0
-    while j + 4 <= n:
-        s0 = s1 = s2 = s3 = 0.0
-        y = yo + j * yj
-        for l in range(L):
-            xv = X[xo + l]
-            yk = y + l * yl
-            s0 += xv * Y[yk]
-            s1 += xv * Y[yk + yj]
-            s2 += xv * Y[yk + 2 * yj]
-            s3 += xv * Y[yk + 3 * yj]
-        if add:
-            s0 += O[oo + j]
-            s1 += O[oo + j + 1]
-            s2 += O[oo + j + 2]
-            s3 += O[oo + j + 3]
-        O[oo + j], O[oo + j + 1], O[oo + j + 2], O[oo + j + 3] = s0, s1, s2, s3
-        j += 4
-    for j in range(j, n):
-        s0 = 0.0
-        for l in range(L):
-            s0 += X[xo + l] * Y[yo + j * yj + l * yl]
-        O[oo + j] = O[oo + j] + s0 if add else s0
+def _axpy(O, oo, os, a, X, xo, count):
+    """``O[oo + k * os] += a * X[xo + k]`` for k < count, in a loop that vectorises where
+    O's stride is 1."""
+    if os == 1:
+        out, x = O[oo:oo + count], X[xo:xo + count]
+        for k in range(count):
+            out[k] += a * x[k]
+    else:
+        for k in range(count):
+            O[oo + k * os] += a * X[xo + k]
+
+
+@njit(**_JIT)
+def _mm(X, xa, Y, yb, ysk, ysn, O, go, M, K, N):
+    """``O[go:] = x @ y`` for x (M, K) at ``X[xa:]`` and y (K, N) at ``Y[yb:]`` (y's
+    strides ysk, ysn): each output summed from 0 in k order, whichever loop computes it
+    (a row of outputs at a time where y's rows are contiguous and long; else dot
+    products four at a time, along the longer of M and N)."""
+    if ysn == 1 and N >= 8:
+        for m in range(M):
+            o = O[go + m * N:go + m * N + N]
+            o[:] = 0.0
+            for k in range(K):
+                xv = X[xa + m * K + k]
+                yk = Y[yb + k * N:yb + k * N + N]
+                for n in range(N):
+                    o[n] += xv * yk[n]
+    elif N >= M:
+        for m in range(M):
+            _sums(X, xa + m * K, 0, Y, yb, ysn, ysk, K, N, O, go + m * N, 1, False)
+    else:
+        for n in range(N):
+            _sums(X, xa, K, Y, yb + n * ysn, 0, ysk, K, M, O, go + n, N, False)
 
 
 @njit(**_JIT)
 def forward(i, A, B, OFF, META, IAUX, V):
-    """A replay's product: each output summed from 0 in k order, as ``_product`` (for a
-    contiguous y, k outside n, so that the loop over a row of outputs vectorises)."""
+    """A replay's product: the eager product's sums (``_mm``)."""
     nb, M, K, N, ysk, ysn = dims(i, META, IAUX)
     oa, ob, oi = OFF[A[i]], OFF[B[i]], OFF[i]
     for bt in range(nb):
-        xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
-        for m in range(M):
-            if ysn == 1 and N >= 8:
-                o = V[go + m * N:go + m * N + N]
-                o[:] = 0.0
-                for k in range(K):
-                    xv = V[xa + m * K + k]
-                    yk = V[yb + k * N:yb + k * N + N]
-                    for n in range(N):
-                        o[n] += xv * yk[n]
-            else:
-                _sums(V, xa + m * K, V, yb, ysn, ysk, K, N, V, go + m * N, False)
+        _mm(V, oa + bt * M * K, V, ob + bt * K * N, ysk, ysn, V, oi + bt * M * N, M, K, N)
 
 
 @njit(**_JIT)
@@ -94,8 +103,11 @@ def product(x, y, out):
     """out = x @ y for C-contiguous float64 (nb, M, K), (nb, K, N) and (nb, M, N): the
     eager value of a product that the compiled sweep replays (the same sums; BLAS sums
     in another order)."""
-    for bt in range(x.shape[0]):
-        _product(x[bt], y[bt], out[bt])
+    nb, M, K = x.shape
+    N = y.shape[2]
+    X, Y, O = x.reshape(-1), y.reshape(-1), out.reshape(-1)
+    for bt in range(nb):
+        _mm(X, bt * M * K, Y, bt * K * N, N, 1, O, bt * M * N, M, K, N)
 
 
 @njit(**_JIT)
@@ -118,36 +130,27 @@ def reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch):
     for bt in range(nb):
         xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
         if wants(a, OP):
-            for m in range(M):
-                if ysk == 1 and K >= 8:
-                    acc = scratch[:K]
+            if ysk == 1 and K >= 8:            # a row of dx at a time, in scratch
+                acc = scratch[:K]
+                for m in range(M):
                     acc[:] = 0.0
                     for n in range(N):
-                        gv = G[go + m * N + n]
-                        yn = V[yb + n * ysn:yb + n * ysn + K]
-                        for k in range(K):
-                            acc[k] += gv * yn[k]
-                    gx = G[xa + m * K:xa + m * K + K]
-                    for k in range(K):
-                        gx[k] += acc[k]
-                else:
-                    _sums(G, go + m * N, V, yb, ysk, ysn, N, K, G, xa + m * K, True)
+                        _axpy(acc, 0, 1, G[go + m * N + n], V, yb + n * ysn, K)
+                    _axpy(G, xa + m * K, 1, 1.0, acc, 0, K)
+            elif K >= M:
+                for m in range(M):
+                    _sums(G, go + m * N, 0, V, yb, ysk, ysn, N, K, G, xa + m * K, 1, True)
+            else:
+                for k in range(K):
+                    _sums(G, go, N, V, yb + k * ysk, 0, ysn, N, M, G, xa + k, K, True)
         if wants(b, OP):
-            for m in range(M):
-                g = G[go + m * N:go + m * N + N]
-                x = V[xa + m * K:xa + m * K + K]
-                if ysn == 1:
+            for m in range(M):         # dy[k, n] += x[m, k] g[m, n], along the longer dim
+                if N >= K:
                     for k in range(K):
-                        xv = x[k]
-                        gy = G[yb + k * ysk:yb + k * ysk + N]
-                        for n in range(N):
-                            gy[n] += xv * g[n]
+                        _axpy(G, yb + k * ysk, ysn, V[xa + m * K + k], G, go + m * N, N)
                 else:
                     for n in range(N):
-                        gv = g[n]
-                        gy = G[yb + n * ysn:yb + n * ysn + K]
-                        for k in range(K):
-                            gy[k] += x[k] * gv
+                        _axpy(G, yb + n * ysn, ysk, G[go + m * N + n], V, xa + m * K, K)
 
 
 @njit(**_JIT)

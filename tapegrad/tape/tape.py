@@ -234,8 +234,9 @@ class Tape(Layout):
                      for name, _ in _COLUMNS[:-1]}
             self.__dict__.update(grown)
         if nv > self.V.shape[0]:
+            if self.nv:            # (values copied: check at the next op whether the tape
+                self.flush_at = 0  # is still held)
             self.V = _grow(self.V, nv, _pool)
-            self.flush_at = 0          # check at the next op whether the tape is still held
         if ni > self.IAUX.shape[0]:
             self.IAUX = _grow(self.IAUX, ni)
 
@@ -449,12 +450,19 @@ def current_tape(*inputs):
 
 
 def roomy_tape(size, *inputs):
-    """The thread's tape, for ``size`` more values (an entry and its new sources):
-    before the arena would grow (a copy of all of it) the tape may start over in place
-    or recording move on to a new tape, as it does every block of entries."""
+    """The thread's tape, for an entry of ``size`` values and the tensors of ``inputs``
+    not on it yet: before the arena would grow (a copy of all of it) the tape may start
+    over in place or recording move on to a new tape, as it does every block of entries
+    (an empty arena just grows: there is nothing to copy)."""
     t = current_tape(*inputs)
-    if t.nv + size > t.V.shape[0]:
-        t = t.maintain(1, inputs)
+    if t.nv:
+        uid = t.uid
+        for x in inputs:           # (tensors, or Python numbers)
+            d = getattr(x, "_d", None)
+            if d is not None and d.__class__ is not float and x._tid != uid:
+                size += d.size
+        if t.nv + size > t.V.shape[0]:
+            t = t.maintain(1, inputs)
     return t
 
 
