@@ -35,6 +35,10 @@ def _as_tuple(x):
     return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 
 
+_ONE = np.ones(())           # the seed of a 0-d output (read only: shared)
+_ONE.flags.writeable = False
+
+
 def _seeds(outputs, grad_outputs, what="grad_output"):
     """Validated seed arrays for ``outputs`` (PyTorch's messages)."""
     grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
@@ -52,7 +56,7 @@ def _seeds(outputs, grad_outputs, what="grad_output"):
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            seeds.append(np.ones(out.shape))
+            seeds.append(_ONE if out.ndim == 0 else np.ones(out.shape))
             continue
         garr = np.asarray(g._arr if isinstance(g, Tensor) else g, dtype=np.float64)
         if garr.shape != tuple(out.shape):

@@ -59,7 +59,8 @@ class Tape(Layout):
         value arena if tensors hold views of this one)."""
         if _viewed(self.V):
             self.V = np.empty(self.V.shape[0])
-        _live.pop(self.uid, None)     # (the old uid names no tape any more)
+        if self.uid:
+            _live.pop(self.uid, None)     # (the old uid names no tape any more)
         self.uid = next(_uids)
         _live[self.uid] = self
         self.next = 0            # index of the next entry (staged entries included)
