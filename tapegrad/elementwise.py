@@ -23,13 +23,16 @@ from .kernels.forward import ew_array, ew_map
 from .kernels.generated import ew_fwd
 from .ops import scalar_math
 from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
-from .record import broadcast_shape, broadcast_to
+from .record import broadcast_shape, broadcast_to, expand_strides
 from .tape import PLACE_MIN, current_tape, roomy_tape
 from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording, requires_grad
 from .tracing import freeze, traced_entry
 
 _NUMBERS = (float, int, bool)
-_ADD, _BIAS = CODE["add"], CODE["bias_add"]
+# + - * / of two arrays of different shapes: the broadcast kind's codes; * and / save
+# their operands
+_BROADCAST = {CODE[n]: CODE["broadcast_" + n] for n in ("add", "sub", "mul", "div")}
+_SAVES = (CODE["mul"], CODE["div"])
 
 
 def _py_rule(op):
@@ -156,47 +159,61 @@ def _array_result(code, r, x, y, c, sx, sy):
     return _result(r, t, t.append(code, ia, ib, r, c=c), rg)
 
 
-def _is_row(big, small):
-    """Do the values of shape ``small`` repeat over the leading dims of ``big``: is it,
-    leading 1s aside, ``big``'s trailing dims, with fewer elements (a bias)?"""
-    k = 0
-    while k < len(small) and small[k] == 1:
-        k += 1
-    core = small[k:]
-    return (len(small) <= len(big) and big[len(big) - len(core):] == core
-            and math.prod(core) < math.prod(big))
+def _loops(shape, sa, sb):
+    """The ``broadcast`` kind's extras for an output of ``shape`` whose operands have
+    element strides ``sa`` and ``sb`` along it: adjacent dims merged where both allow,
+    padded to four loops; None past four."""
+    dims = [(n, a, b) for n, a, b in zip(shape, sa, sb) if n != 1]
+    merged = []
+    for n, a, b in dims:
+        if merged:
+            m, ma, mb = merged[-1]
+            if ma == a * n and mb == b * n:
+                merged[-1] = (m * n, a, b)
+                continue
+        merged.append((n, a, b))
+    if len(merged) > 4:
+        return None
+    merged = [(1, 0, 0)] * (4 - len(merged)) + merged
+    return tuple(n for n, _, _ in merged) + tuple(a for _, a, _ in merged) + \
+        tuple(b for _, _, b in merged)
 
 
-def _bias_add(x, y, xd, yd, big):
-    """``x + y`` where one operand is a row of the other (``_is_row``): one ``bias``
-    entry, no materialised broadcast (its reverse sums the row's columns)."""
+def _broadcast_entry(code, arr, x, y, xd, yd, out_shape):
+    """``x op y`` (+ - * /) of two arrays of one float dtype and different shapes, as
+    one ``broadcast`` entry that reads both in place; None where its loops do not fit
+    (more than four dims after merging)."""
+    extras = _loops(out_shape, expand_strides(xd.shape, out_shape),
+                    expand_strides(yd.shape, out_shape))
+    if extras is None:
+        return None
     t = recording(x, y)
     if t is None:
-        return _leaf(np.add(xd, yd))
-    rg = requires_grad(x, y)
-    n = math.prod(big)
+        return _leaf(arr(xd, yd))
+    rg, bcode, saves = requires_grad(x, y), _BROADCAST[code], code in _SAVES
+    n = math.prod(out_shape)
     if n >= PLACE_MIN and xd.dtype.char == "d":      # into the arena, as _large_result
         t = roomy_tape(n, x, y)
-        i, out = t.append_into(_BIAS, buf(t, x, False), buf(t, y, False), big, n)
-        np.add(xd, yd, out=out)
+        i, out = t.append_into(bcode, buf(t, x, saves), buf(t, y, saves), out_shape, n,
+                               extras=extras)
+        arr(xd, yd, out=out)
         return _result(out, t, i, rg)
-    r = np.add(xd, yd)
-    return _result(r, t, t.append(_BIAS, buf(t, x, False), buf(t, y, False), r), rg)
+    r = arr(xd, yd)
+    return _result(r, t, t.append(bcode, buf(t, x, saves), buf(t, y, saves), r, extras), rg)
 
 
 def _broadcast_result(code, arr, x, y, sx, sy):
     """A float op on two arrays of one dtype and different shapes: ``_general``'s result
     and recording (each operand broadcast by a hidden expand entry where needed),
     without its promotion and Python-number cases.  A trailing-dims operand (a bias)
-    skips the general shape rule; added, it is one ``bias`` entry."""
+    skips the general shape rule.  + - * / are one ``broadcast`` entry."""
     xd, yd = x._d, y._d
     xs, ys = xd.shape, yd.shape
-    if code == _ADD:
-        if _is_row(xs, ys):
-            return _bias_add(x, y, xd, yd, xs)
-        if _is_row(ys, xs):
-            return _bias_add(x, y, xd, yd, ys)
     out_shape = xs if ys == xs[len(xs) - len(ys):] else broadcast_shape(xs, ys)
+    if code in _BROADCAST and math.prod(out_shape):
+        out = _broadcast_entry(code, arr, x, y, xd, yd, out_shape)
+        if out is not None:
+            return out
     exact = arr.__class__ is np.ufunc
     if exact and xd.dtype.char == "d" and math.prod(out_shape) >= PLACE_MIN and (
             (STATE.grad and (x._rg or y._rg)) or recording(x, y) is not None):

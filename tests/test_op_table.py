@@ -201,7 +201,11 @@ STRUCTURAL = {
     "stack": ([(3, 4), (3, 4)], lambda a, b: tg.stack([a, b], dim=1)),
     "softmax": ([(2, 3, 4)], lambda a: tg.softmax(a, dim=1)),
     "log_softmax": ([(3, 4)], lambda a: tg.log_softmax(a, dim=-1)),
-    "bias_add": ([(2, 3, 4), (1, 4)], lambda a, b: b + a),   # the row first, a leading 1
+    # operands of different shapes, read in place (a row first, a leading 1; two ways)
+    "broadcast_add": ([(2, 3, 4), (1, 4)], lambda a, b: b + a),
+    "broadcast_sub": ([(2, 1, 4), (3, 1)], lambda a, b: a - b),
+    "broadcast_mul": ([(4, 1, 3), (2, 3)], lambda a, b: a * b),
+    "broadcast_div": ([(3, 4), (4,)], lambda a, b: a / (b.abs() + 1.0)),
 }
 SOURCES = {"leaf", "const", "external"}
 CHECKED_ELSEWHERE = {"to_copy",   # float32 round trips are too coarse for gradcheck

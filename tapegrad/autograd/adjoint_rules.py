@@ -311,17 +311,23 @@ def softmax(i, g, h):
     return [(a, out.reshape(h.shape(a)))]
 
 
-def bias(i, g, h):
-    """A row added along the leading dims: the full operand's adjoint is g, the row's
-    the sum of g over those dims."""
-    full, row = (h.A[i], h.B[i]) if h.size(h.A[i]) == h.size(i) else (h.B[i], h.A[i])
-    out = [(full, g)] if _wants(h, full) else []
-    if _wants(h, row):
-        shape = h.shape(row)
-        core = len(shape) - next((k for k, n in enumerate(shape) if n != 1), len(shape))
-        lead = tuple(range(len(h.shape(i)) - core))
-        out.append((row, g.sum(lead).reshape(shape) if lead else g.reshape(shape)))
-    return out
+def broadcast(i, g, h):
+    """+ - * / of operands read in place, broadcast: the elementwise op's rule on the
+    operands as they are (tensor ops broadcast them), each summed back to its shape."""
+    a, b = h.A[i], h.B[i]
+    op = BY_NAME[BY_CODE[h.OP[i]].name[len("broadcast_"):]]
+    env = {"x": h(a), "y": h(b), "g": g}
+    rules = _TensorRules(g.dtype)
+    return [(j, _sum_to(rules.expr(rule, env), h.shape(j)))
+            for j, rule in ((a, op.gx), (b, op.gy)) if _wants(h, j)]
+
+
+def _sum_to(v, shape):
+    """``v`` (of a broadcast's output shape) summed over the dims ``shape`` broadcasts."""
+    lead = v.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + d for d, n in enumerate(shape)
+                                      if n == 1 and v.shape[lead + d] != 1)
+    return (v.sum(dims, keepdim=True) if dims else v).reshape(shape)
 
 
 def no_gradient(i, g, h):
@@ -331,6 +337,6 @@ def no_gradient(i, g, h):
 
 _BY_KIND = {"ew": elementwise, "where": where, "gather": gather, "reshape": reshape,
             "index": index, "reduce": reduce, "matmul": matmul, "cat": cat, "softmax": softmax,
-            "compare": no_gradient, "stop": no_gradient, "bias": bias}
+            "compare": no_gradient, "stop": no_gradient, "broadcast": broadcast}
 RULES = tuple(_BY_KIND.get(op.kind) if op else None for op in BY_CODE)
 HOST_FIRST, HOST_LAST = kind_range("host")

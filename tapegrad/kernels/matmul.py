@@ -21,7 +21,7 @@ def dims(i, META, IAUX):
     return IAUX[e], IAUX[e + 1], K, N, N, 1
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _sums(X, xo, xj, Y, yo, yj, yl, L, count, O, oo, oj, add):
     """For each j < count: ``s_j = X[xo + j * xj + l] * Y[yo + j * yj + l * yl]`` summed
     over l < L from 0 in l order, then ``O[oo + j * oj] = s_j`` (``add``: O plus s_j).
@@ -53,7 +53,7 @@ def _sums(X, xo, xj, Y, yo, yj, yl, L, count, O, oo, oj, add):
         O[o] = O[o] + s0 if add else s0
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _axpy(O, oo, os, a, X, xo, count):
     """``O[oo + k * os] += a * X[xo + k]`` for k < count, in a loop that vectorises where
     O's stride is 1."""
@@ -123,19 +123,25 @@ def add_outer(out, u, v):
 def reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch):
     """out[b] = x[b] @ y[b] with x (nb, M, K), y (nb, K, N): dx = g y^T (each element
     summed from 0 in n order, then added), dy = x^T g (added term by term in m order),
-    in loops that vectorise where y's layout allows (``scratch``: K values)."""
+    in loops that vectorise (``scratch``: K values, and y^T where y is stored (K, N))."""
     nb, M, K, N, ysk, ysn = dims(i, META, IAUX)
     a, b = A[i], B[i]
     oa, ob, oi = OFF[a], OFF[b], OFF[i]
     for bt in range(nb):
         xa, yb, go = oa + bt * M * K, ob + bt * K * N, oi + bt * M * N
         if wants(a, OP):
-            if ysk == 1 and K >= 8:            # a row of dx at a time, in scratch
+            if K >= 8:            # a row of dx at a time, in scratch, from rows of y^T
+                Y, yo = V, yb
+                if ysk != 1:      # (y stored (K, N): y^T copied after the row)
+                    Y, yo = scratch, K
+                    for k in range(K):
+                        for n in range(N):
+                            scratch[K + n * K + k] = V[yb + k * ysk + n]
                 acc = scratch[:K]
                 for m in range(M):
                     acc[:] = 0.0
                     for n in range(N):
-                        _axpy(acc, 0, 1, G[go + m * N + n], V, yb + n * ysn, K)
+                        _axpy(acc, 0, 1, G[go + m * N + n], Y, yo + n * K, K)
                     _axpy(G, xa + m * K, 1, 1.0, acc, 0, K)
             elif K >= M:
                 for m in range(M):
@@ -144,8 +150,9 @@ def reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch):
                 for k in range(K):
                     _sums(G, go, N, V, yb + k * ysk, 0, ysn, N, M, G, xa + k, K, True)
         if wants(b, OP):
-            for m in range(M):         # dy[k, n] += x[m, k] g[m, n], along the longer dim
-                if N >= K:
+            along_n = ysn == 1 and (ysk != 1 or N >= K)     # (both 1: a vector y)
+            for m in range(M):         # dy[k, n] += x[m, k] g[m, n], along y's rows
+                if along_n:
                     for k in range(K):
                         _axpy(G, yb + k * ysk, ysn, V[xa + m * K + k], G, go + m * N, N)
                 else:

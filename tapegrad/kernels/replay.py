@@ -9,12 +9,12 @@ three for many points at once, in parallel over the points.
 import numpy as np
 from numba import njit, prange
 
-from . import bias, matmul, reduce, softmax, structural
-from .generated import (BIAS_FIRST, BIAS_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST,
-                        EW_LAST, GATHER_FIRST, HOST_FIRST, HOST_LAST, INDEX_LAST, MATMUL_FIRST,
-                        MATMUL_LAST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST, SOFTMAX_FIRST,
-                        SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST, STOP_LAST, cmp_fwd,
-                        ew_fwd)
+from . import broadcast, matmul, reduce, softmax, structural
+from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST,
+                        COMPARE_LAST, EW_LAST, GATHER_FIRST, HOST_FIRST, HOST_LAST, INDEX_LAST,
+                        MATMUL_FIRST, MATMUL_LAST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST,
+                        SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST,
+                        STOP_LAST, cmp_fwd, ew_fwd)
 from .layout import extras_at, size_of, tiny_tape
 from .reverse import DONE, HOST, sweep
 
@@ -59,8 +59,8 @@ def forward(schedule, tape, omap):
             structural.concatenate(i, OFF, META, IAUX, V, V[:0] == 0.0)
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.forward(i, op, OFF[a], oi, META, IAUX, V)
-        elif BIAS_FIRST <= op <= BIAS_LAST:
-            bias.forward(i, A, B, OFF, META, IAUX, V)
+        elif BROADCAST_FIRST <= op <= BROADCAST_LAST:
+            broadcast.forward(i, op, A, B, OFF, META, IAUX, V)
         elif HOST_FIRST <= op <= HOST_LAST:
             return HOST, i
     return DONE, -1

@@ -8,8 +8,8 @@ Nothing here knows a Python object, and nothing raises: the engine validates fir
 """
 from numba import njit
 
-from . import bias, elementwise, matmul, reduce, softmax, structural
-from .generated import (BIAS_FIRST, BIAS_LAST, CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST,
+from . import broadcast, elementwise, matmul, reduce, softmax, structural
+from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST,
                         GATHER_LAST, HOST_FIRST, HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST,
                         MATMUL_LAST, OP_CONST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST, RESHAPE_FIRST,
                         RESHAPE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST,
@@ -96,8 +96,8 @@ def sweep(top, tape, G, live, scratch, omap, host_min, hooked_done, check_nan, l
                     live[buf] = 1
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.reverse(i, op, OFF[a], OFF[i], META, IAUX, V, G)
-        elif BIAS_FIRST <= op <= BIAS_LAST:
-            bias.reverse(i, OP, A, B, OFF, META, IAUX, G)
+        elif BROADCAST_FIRST <= op <= BROADCAST_LAST:
+            broadcast.reverse(i, op, OP, A, B, OFF, META, IAUX, V, G)
         elif HOST_FIRST <= op <= HOST_LAST:
             return HOST, i
         if check_nan and nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):

@@ -12,9 +12,9 @@ compiled call and collect the rows (or columns) of a Jacobian.
 """
 from numba import njit
 
-from . import bias, elementwise, matmul, reduce, softmax, structural
-from .generated import (BIAS_FIRST, BIAS_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST, EW_LAST,
-                        GATHER_FIRST, HOST_FIRST, HOST_LAST, INDEX_LAST, MATMUL_FIRST,
+from . import broadcast, elementwise, matmul, reduce, softmax, structural
+from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST,
+                        EW_LAST, GATHER_FIRST, HOST_FIRST, HOST_LAST, INDEX_LAST, MATMUL_FIRST,
                         MATMUL_LAST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST, SOFTMAX_FIRST,
                         SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_LAST)
 from .layout import extras_at, size_of, tiny_tape
@@ -66,8 +66,8 @@ def tangent(lo, hi, tape, T, has, scratch, omap):
             matmul.tangent(i, A, B, OFF, META, IAUX, V, T, has)
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.tangent(i, op, OFF[a], oi, META, IAUX, V, T)
-        elif BIAS_FIRST <= op <= BIAS_LAST:
-            bias.tangent(i, A, B, OFF, META, IAUX, T, has)
+        elif BROADCAST_FIRST <= op <= BROADCAST_LAST:
+            broadcast.tangent(i, op, A, B, OFF, META, IAUX, V, T, has)
         elif CAT_FIRST <= op <= CAT_LAST:
             structural.concatenate(i, OFF, META, IAUX, T, has != 0)
     return DONE, -1

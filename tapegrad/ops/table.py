@@ -31,8 +31,9 @@ Kinds, each a band of op codes (``BANDS``; the sweeps dispatch on a code's band)
   ``compare`` comparisons (0.0 / 1.0), recorded only while tracing so that a replay
               recomputes masks and checks the guards that depend on them; no gradient;
   ``stop``    ``detach`` while tracing: a copy that a replay recomputes, no gradient;
-  ``bias``    a row added along the leading dims (``x + b``, b of x's trailing dims):
-              one entry, no materialised broadcast, the row's adjoint a column sum.
+  ``broadcast`` + - * / of operands of different shapes, each read in place along the
+              output's dims (extras: the loops and the operands' strides), its
+              adjoints summed back in the same walk: no materialised broadcast.
 
 Tangent (forward-mode) rules are derived, not declared: an elementwise op's Jacobian
 is diagonal, so its tangent is its reverse rule applied to the input tangents.
@@ -199,7 +200,11 @@ OPS = (
     Op(401, "stack", "cat", -1, "StackBackward0"),
     Op(408, "softmax", "softmax", 1, "SoftmaxBackward0", saves=("result",)),
     Op(409, "log_softmax", "softmax", 1, "LogSoftmaxBackward0", saves=("result",)),
-    Op(440, "bias_add", "bias", 2, "AddBackward0"),
+    # + - * / of operands of different shapes, read in place (no materialised broadcast)
+    Op(440, "broadcast_add", "broadcast", 2, "AddBackward0"),
+    Op(441, "broadcast_sub", "broadcast", 2, "SubBackward0"),
+    Op(442, "broadcast_mul", "broadcast", 2, "MulBackward0", saves=("self", "other")),
+    Op(443, "broadcast_div", "broadcast", 2, "DivBackward0", saves=("self", "other")),
     # one entry per output of a custom autograd.Function: a host entry, whose backward
     # runs in Python between two compiled sweeps
     Op(416, "function", "host", -1, "Backward"),
@@ -225,7 +230,7 @@ OPS = (
 BANDS = {"ew": (0, 255), "source": (256, 263), "where": (264, 271), "gather": (272, 303),
          "reshape": (304, 335), "index": (336, 351), "reduce": (352, 383),
          "matmul": (384, 399), "cat": (400, 407), "softmax": (408, 415), "host": (416, 419),
-         "compare": (420, 435), "stop": (436, 439), "bias": (440, 447)}
+         "compare": (420, 435), "stop": (436, 439), "broadcast": (440, 447)}
 KINDS = tuple(BANDS)
 
 

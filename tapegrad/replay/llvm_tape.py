@@ -34,7 +34,7 @@ import numpy as np
 
 from ..ops.rules import Walker, helper_def
 from ..autograd.adjoint_rules import _offsets
-from ..ops.table import BY_CODE, CODE, KINDS
+from ..ops.table import BY_CODE, BY_NAME, CODE, KINDS
 from ..tracing import G_EQUAL, G_TRUTH
 
 _CONST = CODE["const"]
@@ -166,6 +166,14 @@ def _gather_map(r, i):
     return _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
 
 
+def _broadcast_map(r, i):
+    """(x position, y position) per output element of broadcast entry i, in the
+    kernel's loop order (``kernels.broadcast``)."""
+    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = (int(v) for v in r.extras(i)[:12])
+    return [(i0 * a0 + i1 * a1 + i2 * a2 + i3 * a3, i0 * b0 + i1 * b1 + i2 * b2 + i3 * b3)
+            for i0 in range(s0) for i1 in range(s1) for i2 in range(s2) for i3 in range(s3)]
+
+
 def _product_dims(r, i):
     """(nb, M, K, N, ysk, ysn) of product entry i, y's strides as ``kernels.matmul.dims``."""
     nb, M, K, N, _, ty = r.product(i)
@@ -220,10 +228,10 @@ class _Tape:
                 return out
             c2 = const(r.C2[i])
             return [em.expr(spec.fwd, {"x": xs[k], "y": ys[k], "c2": c2}) for k in range(n)]
-        if kind == "bias":                 # kernels/bias.py: full[k] + row[k % nb]
-            full, row = self._bias_operands(i)
-            fs, rs = self.elems(full), self.elems(row)
-            return [em.tmp(f"fadd double {fs[k]}, {rs[k % len(rs)]}") for k in range(n)]
+        if kind == "broadcast":            # kernels/broadcast.py, in its loop order
+            xs, ys = self.elems(a), self.elems(b)
+            fwd = BY_NAME[spec.name[len("broadcast_"):]].fwd
+            return [em.expr(fwd, {"x": xs[p], "y": ys[q]}) for p, q in _broadcast_map(r, i)]
         src = self.elems(a)
         if kind == "gather":
             return [src[o] for o in _gather_map(r, i)]
@@ -397,18 +405,13 @@ class _Tape:
             self._reduce_adjoint(i, spec.name, g)
         elif kind == "softmax":
             self._softmax_adjoint(i, spec.name == "log_softmax", g)
-        elif kind == "bias":
-            full, row = self._bias_operands(i)
-            nb = r.size(row)
-            for k in range(n):
-                self.add(full, k, g[k])
-                self.add(row, k % nb, g[k])
-
-    def _bias_operands(self, i):
-        """(full, row) of a bias entry, as ``kernels.bias.operands``."""
-        r = self.r
-        a, b = int(r.A[i]), int(r.B[i])
-        return (a, b) if r.size(a) == r.size(i) else (b, a)
+        elif kind == "broadcast":
+            xs, ys = self.elems(a), self.elems(b)
+            op = BY_NAME[spec.name[len("broadcast_"):]]
+            for k, (p, q) in enumerate(_broadcast_map(r, i)):
+                env = {"x": xs[p], "y": ys[q], "g": g[k]}
+                self.add(a, p, em.expr(op.gx, env))
+                self.add(b, q, em.expr(op.gy, env))
 
     def _softmax_adjoint(self, i, log, g):
         em, a = self.em, int(self.r.A[i])

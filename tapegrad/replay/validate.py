@@ -10,9 +10,9 @@ and NumPy, before the first compiled call: op codes and kinds, each kind's input
 ``IAUX``, sizes equal to their shapes), every buffer inside the arena and no two
 overlapping, each kind's extras (gather offsets and reduction strides inside their
 buffers, index lists inside their input, product and concatenation sizes consistent,
-softmax rows, a bias row dividing its size), flags, the schedule (increasing, closed
-under inputs), the inputs, outputs and recorded gradient against the argument shapes,
-and the guards' data.
+softmax rows, broadcast loops inside their operands), flags, the schedule (increasing,
+closed under inputs), the inputs, outputs and recorded gradient against the argument
+shapes, and the guards' data.
 
 What passes is a well-formed recording: replaying it reads and writes only its own
 buffers, and its forward, reverse and tangent sweeps agree with each other.  Whether it
@@ -130,7 +130,7 @@ class _Checker:
         self.size, self.nd, self.ex = size, nd, np.where(arr, m + 2 + nd, ni)
         self.sizes = size.tolist()          # (Python ints: products of them cannot wrap)
         self.fail_at(~arr & self.is_kind("where", "gather", "index", "reduce", "matmul", "cat",
-                                          "softmax"),
+                                          "softmax", "broadcast"),
                      "no metadata, which an entry of its kind needs")
 
     def arena(self):
@@ -160,7 +160,7 @@ class _Checker:
         binary = self.is_kind("ew", "compare") & (arity == 2)
         ok = np.select(
             [self.is_kind("source", "where"), binary, self.is_kind("ew") & (arity == 1),
-             self.is_kind("matmul", "bias"), self.is_kind("cat"),
+             self.is_kind("matmul", "broadcast"), self.is_kind("cat"),
              self.is_kind("gather", "reshape", "index", "reduce", "softmax", "stop")],
             [either, either & ~(none_a & none_b), earlier_a & none_b, earlier_a & earlier_b,
              none_a & none_b, earlier_a & none_b], False)
@@ -172,12 +172,6 @@ class _Checker:
             (earlier_a & (size[np.maximum(A, 0)] != size)) |
             (earlier_b & (size[np.maximum(B, 0)] != size))),
             "an input whose size is not its own")
-        sa, sb = size[np.maximum(A, 0)], size[np.maximum(B, 0)]
-        row = np.where(sa == size, sb, sa)
-        self.fail_at(self.is_kind("bias") & ~(
-            ((sa == size) | (sb == size)) & (row <= size) & ((row > 0) | (size == 0))
-            & (size % np.maximum(row, 1) == 0)),
-            "a bias whose inputs are not one of its size and a row that divides it")
 
     # -- per kind: the extras ------------------------------------------------------------
     def extras(self):
@@ -281,6 +275,18 @@ class _Checker:
             self.fail(f"entry {i} ({self.name(i)}): {outer} rows of {nin} pieces for "
                       f"{self.sizes[i]} values")
 
+    def check_broadcast(self, i):
+        """Loops (s0..s3) of the entry's size; each operand's offsets along them inside
+        the operand."""
+        ex = self.extra(i, 12)
+        loops = ex[:4]
+        if min(ex) < 0 or math.prod(loops) != self.sizes[i]:
+            self.fail(f"entry {i} ({self.name(i)}): loops {tuple(loops)} (with strides "
+                      f"{tuple(ex[4:])}) for {self.sizes[i]} values")
+        self.loops(i, loops, "loops")
+        for j, strides in ((int(self.A[i]), ex[4:8]), (int(self.B[i]), ex[8:12])):
+            self.within(i, loops, strides, 0, self.sizes[j], "an operand's offsets")
+
     def check_softmax(self, i):
         outer, n, inner = self.extra(i, 3)
         rows = outer * n * inner
@@ -324,7 +330,7 @@ _EXTRAS = {"source": None, "ew": None, "where": _Checker.check_where,
            "gather": _Checker.check_gather, "reshape": None, "index": _Checker.check_index,
            "reduce": _Checker.check_reduce, "matmul": _Checker.check_matmul,
            "cat": _Checker.check_cat, "softmax": _Checker.check_softmax, "compare": None,
-           "stop": None, "bias": None}
+           "stop": None, "broadcast": _Checker.check_broadcast}
 
 
 def check_record(where, cols, IAUX, V, schedule, meta, shapes, second):
