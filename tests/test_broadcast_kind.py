@@ -190,3 +190,31 @@ def test_a_saved_broadcast_replay_loads_and_a_crafted_stride_is_refused(tmp_path
     np.savez(crafted, __header__=np.frombuffer(json.dumps(header).encode(), np.uint8), **arrays)
     with pytest.raises(ReplayFileError, match="an operand's offsets"):
         tg.load(io.BytesIO(crafted.getvalue()))
+
+
+SPECIAL = [0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 5e-324, 1e308, -3e-310]
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_row_loops_and_strided_loops_give_one_answer_at_special_values(name):
+    """The kernel's vectorised row loops (operands contiguous along the innermost loop)
+    and its strided loops (the elementwise rules of the op table): the same values and
+    gradients bit for bit, nan, inf, signed zeros and denormals included, and
+    PyTorch's values."""
+    n = len(SPECIAL)
+    xv = np.array([SPECIAL, SPECIAL[::-1]])                  # (2, n)
+    yv = np.array(SPECIAL[3:] + SPECIAL[:3])                 # (n,)
+    rows, cols = [], []
+    for out, (xs, ys) in ((rows, (xv, yv)), (cols, (xv.T.copy(), yv.reshape(n, 1)))):
+        x, y = tg.tensor(xs, requires_grad=True), tg.tensor(ys, requires_grad=True)
+        z = OPS[name](x, y)
+        assert CODE["broadcast_" + name] in _codes(z)
+        z.backward(tg.tensor(np.linspace(-1.5, 2.0, z.numel()).reshape(z.shape)
+                             if out is rows else
+                             np.linspace(-1.5, 2.0, z.numel()).reshape(2, n).T.copy()))
+        out += [z.detach().numpy(), x.grad.numpy(), y.grad.numpy()]
+    np.testing.assert_array_equal(rows[0], cols[0].T)
+    np.testing.assert_array_equal(rows[1], cols[1].T)
+    np.testing.assert_array_equal(rows[2], cols[2].reshape(-1))
+    want = OPS[name](torch.tensor(xv), torch.tensor(yv)).numpy()
+    np.testing.assert_array_equal(rows[0], want)

@@ -14,7 +14,7 @@ adjoint swept and scattered back.
 """
 from numba import njit
 
-from .generated import OP_BROADCAST_ADD, OP_BROADCAST_MUL, OP_BROADCAST_SUB
+from .generated import OP_BROADCAST_ADD, OP_BROADCAST_MUL, OP_BROADCAST_SUB, ew_fwd, ew_grad
 from .layout import extras_at, wants
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -30,30 +30,22 @@ def loops(i, META, IAUX):
 
 @njit(**_JIT)
 def _fwd(op, x, y):
-    if op == OP_BROADCAST_ADD:
-        return x + y
-    if op == OP_BROADCAST_SUB:
-        return x - y
-    if op == OP_BROADCAST_MUL:
-        return x * y
-    return x / y
+    """The elementwise op's own rule (a broadcast op's code is its band's first code
+    plus the elementwise op's: ``ops.table`` checks it)."""
+    return ew_fwd(op - OP_BROADCAST_ADD, x, y, 0.0)
 
 
 @njit(**_JIT)
 def _grads(op, x, y, g):
-    """(gx, gy): the table's rules of add, sub, mul, div."""
-    if op == OP_BROADCAST_ADD:
-        return g, g
-    if op == OP_BROADCAST_SUB:
-        return g, -g
-    if op == OP_BROADCAST_MUL:
-        return g * y, g * x
-    return g / y, -g * (x / y) / y
+    """(gx, gy): the elementwise op's own reverse rule (+ - * / read no result)."""
+    return ew_grad(op - OP_BROADCAST_ADD, x, y, 0.0, g, 0.0)
 
 
 @njit(inline="always", **_JIT)
 def _rows(out, x, y, op):
-    """out = x op y over three slices of one length (a loop that vectorises)."""
+    """out = x op y over three slices of one length, each op in a loop of its own that
+    vectorises (the rules of ``_fwd``, written out: tests/test_broadcast_kind.py holds
+    the two paths to one answer)."""
     n = out.shape[0]
     if op == OP_BROADCAST_ADD:
         for j in range(n):
@@ -89,7 +81,8 @@ def forward(i, op, A, B, OFF, META, IAUX, V):
 @njit(inline="always", **_JIT)
 def _add_rows(d, x, y, g, op, side):
     """d += operand ``side``'s (0: x, 1: y) adjoint contributions of a row of outputs,
-    over slices of one length (a loop that vectorises)."""
+    over slices of one length (``_grads`` written out, each op in a loop that
+    vectorises)."""
     n = d.shape[0]
     if op == OP_BROADCAST_ADD or (op == OP_BROADCAST_SUB and side == 0):
         for j in range(n):

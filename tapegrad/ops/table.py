@@ -243,6 +243,11 @@ def _check(ops):
         lo, hi = BANDS[op.kind]
         if not lo <= op.code <= hi:
             raise AssertionError(f"op {op.name}: code {op.code} is outside the {op.kind} band")
+        if op.kind == "broadcast":        # (its kernels run the elementwise op's rules)
+            ew = next(o for o in ops if o.name == op.name[len("broadcast_"):])
+            if op.code - lo != ew.code:
+                raise AssertionError(f"op {op.name}: code {op.code} is not its band's first "
+                                     f"plus {ew.name}'s code {ew.code}")
 
 
 _check(OPS)
