@@ -180,11 +180,11 @@ def _loops(shape, sa, sb):
 
 
 def _broadcast_entry(code, arr, x, y, xd, yd, out_shape):
-    """``x op y`` (+ - * /) of two arrays of one float dtype and different shapes, as
-    one ``broadcast`` entry that reads both in place; None where its loops do not fit
-    (more than four dims after merging)."""
-    extras = _loops(out_shape, expand_strides(xd.shape, out_shape),
-                    expand_strides(yd.shape, out_shape))
+    """``x op y`` (+ - * /) of two arrays of one float dtype and different shapes (or a
+    float64 array and a 0-d one), as one ``broadcast`` entry that reads both in place;
+    None where its loops do not fit (more than four dims after merging)."""
+    extras = _loops(out_shape, expand_strides(np.shape(xd), out_shape),
+                    expand_strides(np.shape(yd), out_shape))
     if extras is None:
         return None
     t = recording(x, y)
@@ -362,6 +362,11 @@ def _make_binary(op):
                     if _large(x, xd) and yd.flags.c_contiguous:
                         return _large_result(code, x, y, 0.0, sx, sy)
                     return _array_result(code, arr(xd, yd), x, y, 0.0, sx, sy)
+                if yd.__class__ is float and code in _BROADCAST and xd.dtype.char == "d" \
+                        and xd.size:
+                    out = _broadcast_entry(code, arr, x, y, xd, yd, xd.shape)
+                    if out is not None:
+                        return out
                 if yd.__class__ is float and _large(x, xd):
                     return _large_result(code, x, y, 0.0, sx, sy)
             elif yc is float or yc is int:
@@ -372,6 +377,11 @@ def _make_binary(op):
         if yc is Tensor:
             yd = y._d
             if xd.__class__ is not float or yd.__class__ is not float:
+                if xd.__class__ is float and code in _BROADCAST and yd.__class__ is np.ndarray \
+                        and yd.dtype.char == "d" and yd.size:
+                    out = _broadcast_entry(code, arr, x, y, xd, yd, yd.shape)
+                    if out is not None:
+                        return out
                 return _general(op, x, y)
             rg = x._rg or y._rg
         elif (yc is float or yc is int) and xd.__class__ is float:

@@ -104,16 +104,40 @@ def _add_rows(d, x, y, g, op, side):
 
 @njit(**_JIT)
 def _add_strided(G, V, op, side, pa, a3, pb, b3, go, n):
-    """The same for any strides; an operand broadcast along the row sums its
-    contributions in a register."""
+    """``_add_rows`` for any strides, each op in a loop of its own (``_grads`` written
+    out); an operand broadcast along the row (stride 0) sums its contributions in a
+    register, in order."""
     dst, ds = (pa, a3) if side == 0 else (pb, b3)
     acc = G[dst]
-    for j in range(n):
-        c = _grads(op, V[pa + j * a3], V[pb + j * b3], G[go + j])[side]
+    if op == OP_BROADCAST_ADD or (op == OP_BROADCAST_SUB and side == 0):
         if ds == 0:
-            acc += c
+            for j in range(n):
+                acc += G[go + j]
         else:
-            G[dst + j * ds] += c
+            for j in range(n):
+                G[dst + j * ds] += G[go + j]
+    elif op == OP_BROADCAST_SUB:
+        if ds == 0:
+            for j in range(n):
+                acc += -G[go + j]
+        else:
+            for j in range(n):
+                G[dst + j * ds] += -G[go + j]
+    elif op == OP_BROADCAST_MUL:
+        po, os = (pb, b3) if side == 0 else (pa, a3)
+        if ds == 0:
+            for j in range(n):
+                acc += G[go + j] * V[po + j * os]
+        else:
+            for j in range(n):
+                G[dst + j * ds] += G[go + j] * V[po + j * os]
+    else:
+        for j in range(n):
+            c = _grads(op, V[pa + j * a3], V[pb + j * b3], G[go + j])[side]
+            if ds == 0:
+                acc += c
+            else:
+                G[dst + j * ds] += c
     if ds == 0:
         G[dst] = acc
 
