@@ -192,7 +192,8 @@ def _broadcast_entry(code, arr, x, y, xd, yd, out_shape):
         return _leaf(arr(xd, yd))
     rg, bcode, saves = requires_grad(x, y), _BROADCAST[code], code in _SAVES
     n = math.prod(out_shape)
-    if n >= PLACE_MIN and xd.dtype.char == "d":      # into the arena, as _large_result
+    if n >= PLACE_MIN and (yd if xd.__class__ is float else xd).dtype.char == "d":
+        # into the arena, as _large_result
         t = roomy_tape(n, x, y)
         i, out = t.append_into(bcode, buf(t, x, saves), buf(t, y, saves), out_shape, n,
                                extras=extras)

@@ -218,3 +218,22 @@ def test_row_loops_and_strided_loops_give_one_answer_at_special_values(name):
     np.testing.assert_array_equal(rows[2], cols[2].reshape(-1))
     want = OPS[name](torch.tensor(xv), torch.tensor(yv)).numpy()
     np.testing.assert_array_equal(rows[0], want)
+
+
+@pytest.mark.parametrize("n", [7, 5000])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_an_array_and_a_0d_tensor_either_side_are_pytorchs(name, n):
+    """A float64 array with a 0-d tensor (a scalar parameter) on either side: one
+    broadcast entry, PyTorch's values and gradients, small and large."""
+    xv = RNG.normal(size=n) + 3.0
+    out = []
+    for m in (tg, torch):
+        x, b = m.tensor(xv, requires_grad=True), m.tensor(1.75, requires_grad=True)
+        y = OPS[name](x, b) * OPS[name](b, x)
+        if m is tg:
+            assert CODE["broadcast_" + name] in _codes(y) and CODE["expand"] not in _codes(y)
+        y.sum().backward()
+        out.append((y.detach().numpy(), x.grad.numpy(), b.grad.numpy()))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out[0][2], out[1][2], rtol=1e-10)
