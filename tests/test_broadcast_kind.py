@@ -228,7 +228,8 @@ def test_an_array_and_a_0d_tensor_either_side_are_pytorchs(name, n):
     xv = RNG.normal(size=n) + 3.0
     out = []
     for m in (tg, torch):
-        x, b = m.tensor(xv, requires_grad=True), m.tensor(1.75, requires_grad=True)
+        x = m.tensor(xv, requires_grad=True)
+        b = m.tensor(1.75, dtype=m.float64, requires_grad=True)
         y = OPS[name](x, b) * OPS[name](b, x)
         if m is tg:
             assert CODE["broadcast_" + name] in _codes(y) and CODE["expand"] not in _codes(y)
