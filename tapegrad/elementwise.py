@@ -12,6 +12,7 @@ and the Tensor method/operator.  Two paths:
 Every float path computes the table's one rule: where Python's ``math`` raises (0-d
 fast path), the compiled rule answers, so nan and inf come out as on arrays.
 """
+import functools
 import math
 
 import numpy as np
@@ -159,6 +160,7 @@ def _array_result(code, r, x, y, c, sx, sy):
     return _result(r, t, t.append(code, ia, ib, r, c=c), rg)
 
 
+@functools.lru_cache(maxsize=256)
 def _loops(shape, sa, sb):
     """The ``broadcast`` kind's extras for an output of ``shape`` whose operands have
     element strides ``sa`` and ``sb`` along it: adjacent dims merged where both allow,
