@@ -43,6 +43,7 @@ class Callbacks:
 
 
 CALLBACKS = Callbacks()
+F32_BLAS_RATIO = 32       # multiply-adds per converted value from which float32 BLAS pays
 HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no round trip)
 NO_FUSION = 1 << 62       # anomaly mode checks each entry's adjoints: no fused runs
 RUN_CHUNK = 4096          # entries of a run swept by one fused call, at most
@@ -411,9 +412,14 @@ def host_matmul(t, i, G):
     """Adjoints of matrix product entry ``i`` through NumPy's BLAS (on this thread:
     ``threads.one_blas_thread``), on views of the arenas: x (nb, M, K) @ y (nb, K, N) =
     out; dx += g y^T, dy += x^T g.  A product of float32 tensors runs in float32 BLAS
-    (the arenas are float64)."""
+    where it has many multiply-adds per value (``F32_BLAS_RATIO``); otherwise
+    converting g, x and y to float32 costs more than float64 BLAS on the arenas as they
+    are (an MLP's 64 x 1024 x 1 product), and float64 sums are the more accurate."""
     nb, M, K, N, dt, ty = t.product(i)
-    with one_blas_thread(nb * M * K * N):
+    macs = nb * M * K * N
+    if dt is np.float32 and macs < F32_BLAS_RATIO * nb * (M * N + K * N + M * K):
+        dt = np.float64
+    with one_blas_thread(macs):
         _host_matmul(t, i, G, nb, M, K, N, dt, ty)
 
 
