@@ -49,8 +49,8 @@ class Tape(Layout):
         self._prev = []
         self.lock = threading.RLock()   # held by a backward from its sweep to consumption
         cols = _col_pool.pop() if _col_pool else None
-        for name, dtype in _COLUMNS:
-            setattr(self, name, cols[name] if cols else np.empty(capacity, dtype))
+        self.__dict__.update(cols if cols else
+                             {name: np.empty(capacity, dtype) for name, dtype in _COLUMNS})
         self.V = _pool.pop() if _pool else np.empty(capacity, np.float64)
         self._reset()
 
