@@ -237,7 +237,7 @@ class Tape(Layout):
         if nv > self.V.shape[0]:
             if self.nv:            # (values copied: check at the next op whether the tape
                 self.flush_at = 0  # is still held)
-            self.V = _grow(self.V, nv, _pool)
+            self.V = _grow(self.V, nv, _pool, self.nv)
         if ni > self.IAUX.shape[0]:
             self.IAUX = _grow(self.IAUX, ni)
 
