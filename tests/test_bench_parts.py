@@ -148,3 +148,20 @@ def test_markdown_report_has_every_row_and_its_plot(tmp_path):
     assert text.count("| n=10 |") == 3 and text.count("| cold |") == 3
     assert "![scalar_chain](figs/scalar_chain.png)" in text and "test cpu" in text
     assert "| numba | hand-written gradient" in text
+
+
+def test_breakdown_array_ops_are_the_same_ops_in_both_libraries(capsys):
+    """``python -m bench.breakdown --arrays``: each timed op gives PyTorch's value (the
+    rows compare like with like), and the table has a row per op and length."""
+    import tapegrad as tg
+    from bench import breakdown
+    rng = np.random.RandomState(1)
+    vals = [rng.rand(20), rng.rand(20), rng.rand(10), rng.rand(10, 10)]
+    for name, op in breakdown.ARRAY_OPS.items():
+        got = [op(m, *(m.tensor(v, requires_grad=True) for v in vals)) for m in (tg, torch)]
+        np.testing.assert_allclose(got[0].detach().numpy(), got[1].detach().numpy(),
+                                   rtol=1e-12, err_msg=name)
+    breakdown.main(["--arrays", "20", "--repeats", "1"])
+    rows = [line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()]
+    assert len(rows) == len(breakdown.ARRAY_OPS)
+    assert all(float(r.split()[-2]) > 0 and float(r.split()[-1]) > 0 for r in rows)
