@@ -238,3 +238,18 @@ def test_an_array_and_a_0d_tensor_either_side_are_pytorchs(name, n):
     np.testing.assert_array_equal(out[0][0], out[1][0])
     np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(out[0][2], out[1][2], rtol=1e-10, atol=1e-9)   # (div: 0)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_the_kernels_rules_are_the_op_tables_bit_for_bit(name):
+    """The broadcast kernels' written-out rules (``_fwd``, ``_grads``) against the op
+    table's generated ones, at every pair of special values."""
+    from tapegrad.kernels import broadcast, generated
+    op, ew = CODE["broadcast_" + name], CODE[name]
+    for x in SPECIAL:
+        for y in SPECIAL:
+            for g in (1.0, -0.0, 3.5, np.nan):
+                want = (generated.ew_fwd(ew, x, y, 0.0),) + generated.ew_grad(ew, x, y, 0.0, g, 0.0)
+                got = (broadcast._fwd(op, x, y),) + broadcast._grads(op, x, y, g)
+                np.testing.assert_array_equal(np.array(got), np.array(want))
+                assert np.signbit(got).tolist() == np.signbit(want).tolist()

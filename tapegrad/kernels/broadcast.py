@@ -14,7 +14,7 @@ adjoint swept and scattered back.
 """
 from numba import njit
 
-from .generated import OP_BROADCAST_ADD, OP_BROADCAST_MUL, OP_BROADCAST_SUB, ew_fwd, ew_grad
+from .generated import OP_BROADCAST_ADD, OP_BROADCAST_MUL, OP_BROADCAST_SUB
 from .layout import extras_at, wants
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -30,22 +30,34 @@ def loops(i, META, IAUX):
 
 @njit(**_JIT)
 def _fwd(op, x, y):
-    """The elementwise op's own rule (a broadcast op's code is its band's first code
-    plus the elementwise op's: ``ops.table`` checks it)."""
-    return ew_fwd(op - OP_BROADCAST_ADD, x, y, 0.0)
+    """The elementwise op's rule, written out (calling the table's generated
+    ``ew_fwd`` from each kernel here would compile its every op into each: seconds of
+    cold compile).  tests/test_broadcast_kind.py holds these to the table's rules."""
+    if op == OP_BROADCAST_ADD:
+        return x + y
+    if op == OP_BROADCAST_SUB:
+        return x - y
+    if op == OP_BROADCAST_MUL:
+        return x * y
+    return x / y
 
 
 @njit(**_JIT)
 def _grads(op, x, y, g):
-    """(gx, gy): the elementwise op's own reverse rule (+ - * / read no result)."""
-    return ew_grad(op - OP_BROADCAST_ADD, x, y, 0.0, g, 0.0)
+    """(gx, gy): the elementwise op's reverse rule, written out as ``_fwd``."""
+    if op == OP_BROADCAST_ADD:
+        return g, g
+    if op == OP_BROADCAST_SUB:
+        return g, -g
+    if op == OP_BROADCAST_MUL:
+        return g * y, g * x
+    return g / y, -g * (x / y) / y
 
 
 @njit(inline="always", **_JIT)
 def _rows(out, x, y, op):
     """out = x op y over three slices of one length, each op in a loop of its own that
-    vectorises (the rules of ``_fwd``, written out: tests/test_broadcast_kind.py holds
-    the two paths to one answer)."""
+    vectorises (``_fwd``'s rules)."""
     n = out.shape[0]
     if op == OP_BROADCAST_ADD:
         for j in range(n):

@@ -21,7 +21,7 @@ def dims(i, META, IAUX):
     return IAUX[e], IAUX[e + 1], K, N, N, 1
 
 
-@njit(inline="always", **_JIT)
+@njit(**_JIT)
 def _sums(X, xo, xj, Y, yo, yj, yl, L, count, O, oo, oj, add):
     """For each j < count: ``s_j = X[xo + j * xj + l] * Y[yo + j * yj + l * yl]`` summed
     over l < L from 0 in l order, then ``O[oo + j * oj] = s_j`` (``add``: O plus s_j).

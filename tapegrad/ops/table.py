@@ -243,7 +243,7 @@ def _check(ops):
         lo, hi = BANDS[op.kind]
         if not lo <= op.code <= hi:
             raise AssertionError(f"op {op.name}: code {op.code} is outside the {op.kind} band")
-        if op.kind == "broadcast":        # (its kernels run the elementwise op's rules)
+        if op.kind == "broadcast":        # (one code away from its elementwise op's)
             ew = next(o for o in ops if o.name == op.name[len("broadcast_"):])
             if op.code - lo != ew.code:
                 raise AssertionError(f"op {op.name}: code {op.code} is not its band's first "
