@@ -210,3 +210,23 @@ def test_a_damaged_object_file_is_compiled_again(tmp_path, monkeypatch):
     assert again.grad(x).numpy().tobytes() == tr.grad(x).numpy().tobytes()
     third, _ = _saved_compiled(tmp_path)
     assert third.records[0].native.cached               # the good one, stored again
+
+
+def test_an_unoptimised_recording_compiles_and_replays_eager_bit_for_bit():
+    """``trace(..., optimize=False)`` schedules its sources too: the compiled tier lowers
+    the rest (it refused the recording: 'entry 0 (leaf) has no compiled lowering')."""
+    def f(x, y):
+        return ((x * y).sin() * x + (y - x).exp()).sum() + x[0] * y[1]
+    rng = np.random.default_rng(4)
+    traced = trace(f, tg.tensor(rng.normal(size=3)), tg.tensor(rng.normal(size=3)),
+                   optimize=False, compile_after=None).compile()
+    assert traced.records[0].native is not None
+    for _ in range(3):
+        xv, yv = rng.normal(size=3), rng.normal(size=3)
+        x, y = tg.tensor(xv, requires_grad=True), tg.tensor(yv, requires_grad=True)
+        value = f(x, y)
+        value.backward()
+        v, (gx, gy) = traced.value_and_grad(tg.tensor(xv), tg.tensor(yv))
+        assert v.item() == value.item()
+        np.testing.assert_array_equal(gx.numpy(), x.grad.numpy())
+        np.testing.assert_array_equal(gy.numpy(), y.grad.numpy())

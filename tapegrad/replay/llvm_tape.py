@@ -34,7 +34,7 @@ import numpy as np
 
 from ..ops.rules import Walker, helper_def
 from ..autograd.adjoint_rules import _offsets
-from ..ops.table import BY_CODE, BY_NAME, CODE, KINDS
+from ..ops.table import BY_CODE, BY_NAME, CODE, KINDS, kind_range
 from ..tracing import G_EQUAL, G_TRUTH
 
 _CONST = CODE["const"]
@@ -130,6 +130,15 @@ class Emitter(Walker):
 
 MAX_ELEMENTS = 1 << 16      # values per tape the straight-line code may hold
 _KINDS = tuple(k for k in KINDS if k not in ("source", "host"))   # (a host entry runs Python)
+_SOURCE_FIRST, _SOURCE_LAST = kind_range("source")
+
+
+def _entries(r):
+    """The scheduled entries the lowering computes: an unoptimised recording
+    (``optimize=False``) schedules its sources too, whose values are inputs or
+    constants (``_Tape.elems``)."""
+    return [i for i in r.schedule.tolist()
+            if not _SOURCE_FIRST <= int(r.OP[i]) <= _SOURCE_LAST]
 
 
 def _check_supported(r):
@@ -137,7 +146,7 @@ def _check_supported(r):
         raise CompileError("the compiled tier lowers functions of one scalar output (their "
                            f"gradient); this recording has outputs of shapes {r.out_shapes}")
     total = 0
-    for i in r.schedule:
+    for i in _entries(r):
         spec = BY_CODE[int(r.OP[i])]
         if spec.kind not in _KINDS:
             raise CompileError(f"entry {i} ({spec.name}) has no compiled lowering")
@@ -348,7 +357,7 @@ class _Tape:
     # -- reverse -------------------------------------------------------------------------
     def reverse(self, out):
         self.adj = {out: [const(1.0)]}
-        for n_done, i in enumerate(reversed(self.r.schedule.tolist())):
+        for n_done, i in enumerate(reversed(_entries(self.r))):
             _split_block(self.em, n_done)
             g = self.adj.pop(i, None)
             if g is not None:
@@ -516,7 +525,7 @@ def build_ir(r):
     guards = {}
     for kind, e, data, _ in r.guard_list:
         guards.setdefault(e, []).append((kind, data))
-    for n_done, i in enumerate(r.schedule.tolist()):
+    for n_done, i in enumerate(_entries(r)):
         _split_block(em, n_done)
         tp.val[i] = vals = tp.forward(i)
         for kind, data in guards.get(i, ()):
