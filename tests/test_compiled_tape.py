@@ -11,6 +11,7 @@ import tapegrad as tg
 from tapegrad.ops.table import BINARY, UNARY
 from tapegrad.replay import trace
 from tapegrad.replay.llvm_tape import CompileError
+from replay_checks import assert_replays_eager
 from test_higher_order import _away_from_kinks
 from test_op_table import STRUCTURAL, _call, _inputs
 from test_replay import _random_program, piecewise
@@ -221,12 +222,4 @@ def test_an_unoptimised_recording_compiles_and_replays_eager_bit_for_bit():
     traced = trace(f, tg.tensor(rng.normal(size=3)), tg.tensor(rng.normal(size=3)),
                    optimize=False, compile_after=None).compile()
     assert traced.records[0].native is not None
-    for _ in range(3):
-        xv, yv = rng.normal(size=3), rng.normal(size=3)
-        x, y = tg.tensor(xv, requires_grad=True), tg.tensor(yv, requires_grad=True)
-        value = f(x, y)
-        value.backward()
-        v, (gx, gy) = traced.value_and_grad(tg.tensor(xv), tg.tensor(yv))
-        assert v.item() == value.item()
-        np.testing.assert_array_equal(gx.numpy(), x.grad.numpy())
-        np.testing.assert_array_equal(gy.numpy(), y.grad.numpy())
+    assert_replays_eager(traced, f, [[rng.normal(size=3), rng.normal(size=3)] for _ in range(3)])

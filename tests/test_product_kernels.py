@@ -10,6 +10,8 @@ import tapegrad as tg
 from tapegrad.autograd.engine import HOST_MIN_MACS
 from tapegrad.replay import trace
 
+from replay_checks import assert_replays_eager
+
 torch = pytest.importorskip("torch")
 RNG = np.random.default_rng(11)
 # (batch, M, K, N): K and N at 1, 3 (below four), 5 / 7 (four and a remainder), 8 and 16;
@@ -56,12 +58,5 @@ def test_replayed_products_are_eager_bit_for_bit(shape, transposed):
     small = M * K * N * b <= 200
     if small:
         traced.compile()
-    for _ in range(2):
-        x, w = _operands(b, M, K, N, transposed)
-        xs, ws = (tg.tensor(a, requires_grad=True) for a in (x, w))
-        value = _loss(tg, xs, ws, transposed)
-        value.backward()
-        v, (gx, gw) = traced.value_and_grad(tg.tensor(x), tg.tensor(w))
-        assert v.item() == value.item()
-        np.testing.assert_array_equal(gx.numpy(), xs.grad.numpy())
-        np.testing.assert_array_equal(gw.numpy(), ws.grad.numpy())
+    assert_replays_eager(traced, lambda x, w: _loss(tg, x, w, transposed),
+                         [list(_operands(b, M, K, N, transposed)) for _ in range(2)])
