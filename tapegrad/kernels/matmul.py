@@ -54,16 +54,11 @@ def _sums(X, xo, xj, Y, yo, yj, yl, L, count, O, oo, oj, add):
 
 
 @njit(inline="always", **_JIT)
-def _axpy(O, oo, os, a, X, xo, count):
-    """``O[oo + k * os] += a * X[xo + k]`` for k < count, in a loop that vectorises where
-    O's stride is 1."""
-    if os == 1:
-        out, x = O[oo:oo + count], X[xo:xo + count]
-        for k in range(count):
-            out[k] += a * x[k]
-    else:
-        for k in range(count):
-            O[oo + k * os] += a * X[xo + k]
+def _axpy(O, oo, a, X, xo, count):
+    """``O[oo + k] += a * X[xo + k]`` for k < count (slices: the loop vectorises)."""
+    out, x = O[oo:oo + count], X[xo:xo + count]
+    for k in range(count):
+        out[k] += a * x[k]
 
 
 @njit(**_JIT)
@@ -141,8 +136,8 @@ def reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch):
                 for m in range(M):
                     acc[:] = 0.0
                     for n in range(N):
-                        _axpy(acc, 0, 1, G[go + m * N + n], Y, yo + n * K, K)
-                    _axpy(G, xa + m * K, 1, 1.0, acc, 0, K)
+                        _axpy(acc, 0, G[go + m * N + n], Y, yo + n * K, K)
+                    _axpy(G, xa + m * K, 1.0, acc, 0, K)
             elif K >= M:
                 for m in range(M):
                     _sums(G, go + m * N, 0, V, yb, ysk, ysn, N, K, G, xa + m * K, 1, True)
@@ -154,10 +149,10 @@ def reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch):
             for m in range(M):         # dy[k, n] += x[m, k] g[m, n], along y's rows
                 if along_n:
                     for k in range(K):
-                        _axpy(G, yb + k * ysk, ysn, V[xa + m * K + k], G, go + m * N, N)
+                        _axpy(G, yb + k * ysk, V[xa + m * K + k], G, go + m * N, N)
                 else:
                     for n in range(N):
-                        _axpy(G, yb + n * ysn, ysk, G[go + m * N + n], V, xa + m * K, K)
+                        _axpy(G, yb + n * ysn, G[go + m * N + n], V, xa + m * K, K)
 
 
 @njit(**_JIT)
