@@ -23,17 +23,14 @@ from .kernels import fused
 from .kernels.forward import ew_array, ew_map
 from .kernels.generated import ew_fwd
 from .ops import scalar_math
-from .ops.table import BY_NAME, CODE, COMPARE_OPS, EW_OPS
+from .ops.table import BROADCAST_OF, BY_CODE, BY_NAME, CODE, COMPARE_OPS, EW_OPS
 from .record import broadcast_shape, broadcast_to, expand_strides
 from .tape import PLACE_MIN, current_tape, roomy_tape
 from .tensor import Tensor, _leaf, _new, _norm, _result, buf, recording, requires_grad
 from .tracing import freeze, traced_entry
 
 _NUMBERS = (float, int, bool)
-# + - * / of two arrays of different shapes: the broadcast kind's codes; * and / save
-# their operands
-_BROADCAST = {CODE[n]: CODE["broadcast_" + n] for n in ("add", "sub", "mul", "div")}
-_SAVES = (CODE["mul"], CODE["div"])
+_BROADCAST = BROADCAST_OF        # + - * / of arrays of different shapes: a broadcast entry
 
 
 def _py_rule(op):
@@ -192,7 +189,8 @@ def _broadcast_entry(code, arr, x, y, xd, yd, out_shape):
     t = recording(x, y)
     if t is None:
         return _leaf(arr(xd, yd))
-    rg, bcode, saves = requires_grad(x, y), _BROADCAST[code], code in _SAVES
+    bcode = _BROADCAST[code]
+    rg, saves = requires_grad(x, y), bool(BY_CODE[bcode].saves)
     n = math.prod(out_shape)
     if n >= PLACE_MIN and (yd if xd.__class__ is float else xd).dtype.char == "d":
         # into the arena, as _large_result
@@ -213,15 +211,15 @@ def _broadcast_result(code, arr, x, y, sx, sy):
     xd, yd = x._d, y._d
     xs, ys = xd.shape, yd.shape
     out_shape = xs if ys == xs[len(xs) - len(ys):] else broadcast_shape(xs, ys)
-    if code in _BROADCAST and math.prod(out_shape):
+    n = math.prod(out_shape)
+    if code in _BROADCAST and n:
         out = _broadcast_entry(code, arr, x, y, xd, yd, out_shape)
         if out is not None:
             return out
     exact = arr.__class__ is np.ufunc
-    if exact and xd.dtype.char == "d" and math.prod(out_shape) >= PLACE_MIN and (
+    if exact and xd.dtype.char == "d" and n >= PLACE_MIN and (
             (STATE.grad and (x._rg or y._rg)) or recording(x, y) is not None):
         # large: the ufunc writes straight into the tape's arena (as _large_result)
-        n = math.prod(out_shape)
         t = roomy_tape(n, x, y)
         ia = broadcast_to(t, buf(t, x, sx), xd, out_shape)
         ib = broadcast_to(t, buf(t, y, sy), yd, out_shape)

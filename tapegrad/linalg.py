@@ -52,7 +52,8 @@ def _product(a, b, code, transposed=False):
     """``a @ b``, or with ``transposed`` ``a @ b.T`` for a 2-D ``b`` read in place (the
     entry's mode says so: no transposed copy is recorded)."""
     x, y = a._d, b._d
-    if (x.__class__ is y.__class__ is np.ndarray and x.ndim == 2 == y.ndim and x.dtype.char == "d" == y.dtype.char and x.flags.c_contiguous
+    if (x.__class__ is y.__class__ is np.ndarray and x.ndim == 2 == y.ndim
+            and x.dtype.char == "d" == y.dtype.char and x.flags.c_contiguous
             and y.flags.c_contiguous and x.shape[1] == y.shape[transposed]
             and x.size * y.shape[1 - transposed] < HOST_MIN_MACS):
         return _small_product(a, b, x, y, code, transposed)

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..kernels.generated import ew_fwd
 from ..ops.rules import RuleError, Walker
-from ..ops.table import BY_CODE, BY_NAME, CODE, kind_range
+from ..ops.table import BY_CODE, BY_NAME, CODE, EW_OF, kind_range
 from ..record import expand_strides
 from ..tape import CONST
 
@@ -315,7 +315,7 @@ def broadcast(i, g, h):
     """+ - * / of operands read in place, broadcast: the elementwise op's rule on the
     operands as they are (tensor ops broadcast them), each summed back to its shape."""
     a, b = h.A[i], h.B[i]
-    op = BY_NAME[BY_CODE[h.OP[i]].name[len("broadcast_"):]]
+    op = EW_OF[int(h.OP[i])]
     env = {"x": h(a), "y": h(b), "g": g}
     rules = _TensorRules(g.dtype)
     return [(j, _sum_to(rules.expr(rule, env), h.shape(j)))

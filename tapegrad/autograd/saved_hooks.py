@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import tape as tp
 from ..grad_mode import STATE, no_grad
-from ..ops.table import BY_CODE, BY_NAME, CODE
+from ..ops.table import BY_CODE, CODE, EW_OF
 from ..record import broadcast_shape
 from ..tensor import Tensor, _norm, _result, from_array
 
@@ -51,7 +51,7 @@ def _needs(op):
     """(saved values the gradient of input 0 needs, those input 1's gradient needs)."""
     saves = {s for s in op.saves if s in _SLOTS}
     if op.kind == "broadcast":            # the elementwise op's rules, on operands in place
-        op = BY_NAME[op.name[len("broadcast_"):]]
+        op = EW_OF[op.code]
     if op.kind == "ew":
         return tuple({_VARS[v] for v in re.findall(r"\b[xyr]\b", rule)} & saves
                      for rule in (op.gx, op.gy))

@@ -267,3 +267,6 @@ EW_OPS = tuple(op for op in OPS if op.kind == "ew")
 UNARY = tuple(op for op in EW_OPS if op.arity == 1)
 BINARY = tuple(op for op in EW_OPS if op.arity == 2)
 COMPARE_OPS = tuple(op for op in OPS if op.kind == "compare")
+# a broadcast op's elementwise op (its rules), by the broadcast op's code; and back
+EW_OF = {op.code: BY_NAME[op.name[len("broadcast_"):]] for op in OPS if op.kind == "broadcast"}
+BROADCAST_OF = {ew.code: code for code, ew in EW_OF.items()}

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..ops.rules import Walker, helper_def
 from ..autograd.adjoint_rules import _offsets
-from ..ops.table import BY_CODE, BY_NAME, CODE, KINDS, kind_range
+from ..ops.table import BY_CODE, CODE, EW_OF, KINDS, kind_range
 from ..tracing import G_EQUAL, G_TRUTH
 
 _CONST = CODE["const"]
@@ -239,7 +239,7 @@ class _Tape:
             return [em.expr(spec.fwd, {"x": xs[k], "y": ys[k], "c2": c2}) for k in range(n)]
         if kind == "broadcast":            # kernels/broadcast.py, in its loop order
             xs, ys = self.elems(a), self.elems(b)
-            fwd = BY_NAME[spec.name[len("broadcast_"):]].fwd
+            fwd = EW_OF[spec.code].fwd
             return [em.expr(fwd, {"x": xs[p], "y": ys[q]}) for p, q in _broadcast_map(r, i)]
         src = self.elems(a)
         if kind == "gather":
@@ -416,7 +416,7 @@ class _Tape:
             self._softmax_adjoint(i, spec.name == "log_softmax", g)
         elif kind == "broadcast":
             xs, ys = self.elems(a), self.elems(b)
-            op = BY_NAME[spec.name[len("broadcast_"):]]
+            op = EW_OF[spec.code]
             for k, (p, q) in enumerate(_broadcast_map(r, i)):
                 env = {"x": xs[p], "y": ys[q], "g": g[k]}
                 self.add(a, p, em.expr(op.gx, env))
