@@ -106,7 +106,8 @@ def test_the_twin_copies_back_only_what_it_changed():
     cols = [OP] + [np.zeros(4, np.int64)] * 2 + [np.zeros(4)] * 2 + \
         [np.zeros(4, np.int64)] * 3 + [np.zeros(4, np.uint8), np.zeros(4)]
     status = cold._run_twin(reverse.sweep, (2, 3), 3, tuple(cols), G, live, np.zeros(8),
-                            np.zeros(4, np.int64), 1, -1, False, 0, False, 1 << 62)
+                            np.zeros(4, np.int64), reverse.RULES.twin_table, 1, -1, False, 0,
+                            False, 1 << 62)
     assert status == (reverse.DONE, -1) and live.tolist() == [0, 0, 1, 0]
 
 
@@ -177,8 +178,8 @@ def test_a_cold_first_gradient_waits_for_no_compile_and_the_next_run_is_warm(tmp
     assert first == "compiled here: False ready: False"     # swept by the twin
     # the large backward waited for the background process; every kernel it compiled
     # loads from the cache, with the argument types of its callers here
-    want = ("markers: True misses: 0 hits: consume forward forward_serial guards_hold "
-            "reverse_serial run_below sweep tangent value_and_grad")
+    want = ("markers: True misses: 0 hits: consume forward forward_part guards_hold "
+            "reverse_part run_below sweep tangent value_and_grad")
     assert last == want
     first, last = _child(tmp_path, "again")                # warm: compiled from the start
     assert first == "compiled here: True ready: True" and last == want

@@ -237,33 +237,33 @@ def _run_args(n, m=6, seed=0):
     V = np.empty((m + 1) * n)
     V[:n] = r.uniform(-1, 1, n)
     ents = np.arange(1, m + 1, dtype=np.int64)
-    fused.forward_serial(ents, m, OP, A, B, C, C, OFF, V, n, 1)
+    fused.forward_part(ents, m, OP, A, B, C, C, OFF, V, n, 0, 1)
     G = np.zeros_like(V)
     G[m * n:] = r.uniform(-1, 1, n)
     return ents[::-1].copy(), m, OP, A, B, C, C, OFF, V, G, n
 
 
 @pytest.mark.parametrize("n", [1, fused.BLOCK - 1, 5 * fused.BLOCK + 3, 40_000])
-def test_parallel_kernels_equal_serial_ones(n):
+def test_parallel_kernels_equal_one_share_of_all(n):
     ents, m, OP, A, B, C, C2, OFF, V, G, n = _run_args(n)
     Gs, Gp, Gk = G.copy(), G.copy(), G.copy()
     keep = np.zeros(m + 1, np.uint8)
-    fused.reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, 1)
+    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, 0, 1)
     fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, keep, 2)
     np.testing.assert_array_equal(Gs, Gp)
     # each entry's adjoint is zeroed once used up, unless kept; the leaf's is left
-    fused.reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, 1)
+    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, 0, 1)
     np.testing.assert_array_equal(Gs[:n], Gk[:n])
     assert not Gs[n:].any() and Gk[m * n:].any()
     Vs, Vp = V.copy(), V.copy()
     asc = ents[::-1].copy()
-    fused.forward_serial(asc, m, OP, A, B, C, C2, OFF, Vs, n, 1)
+    fused.forward_part(asc, m, OP, A, B, C, C2, OFF, Vs, n, 0, 1)
     fused.forward_parallel(asc, m, OP, A, B, C, C2, OFF, Vp, n, 2)
     np.testing.assert_array_equal(Vs, Vp)
     x = V[:n]
     for code in (CODE["sin"], CODE["mul"], CODE["pow"]):
         outs = [np.empty(n), np.empty(n)]
-        fused.map_serial(code, x, np.abs(x), True, 1.5, 0.0, outs[0], n, 1)
+        fused.map_part(code, x, np.abs(x), True, 1.5, 0.0, outs[0], n, 0, 1)
         fused.map_parallel(code, x, np.abs(x), True, 1.5, 0.0, outs[1], n, 2)
         np.testing.assert_array_equal(outs[0], outs[1])
 

@@ -25,7 +25,7 @@ from ..ops import rules
 from ..ops.table import BY_CODE
 from ..kernels import cold, fused
 from ..kernels.matmul import add_outer
-from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep
+from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep, sweep_compiling
 from ..kernels.threads import one_blas_thread
 
 
@@ -55,8 +55,7 @@ SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
 _FUNCTION = tp.CODE["function"]
 # a cold cache: these compile in the background, small tapes are swept by the twins
 REVERSE = cold.Group("reverse", (sweep, consume), "tapegrad.kernels.reverse:warm")
-FUSED = cold.Group("fused", (fused.run_below, fused.reverse_serial),
-                   "tapegrad.kernels.fused:warm", twins=False)
+FUSED = fused.FUSED
 
 
 def _reads(text):
@@ -173,8 +172,8 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
     fuse_min = NO_FUSION if check_nan or fuse is None else fused.FUSE_MIN
     while top >= lo:
         run = REVERSE.pick(sweep, _twin_work(t), (2, 3))
-        status, i = run(top, t.arrays(), G, live, scratch, omap, HOST_MIN_MACS, done,
-                        check_nan, lo, False, fuse_min)
+        status, i = sweep_compiling(run, top, t.arrays(), G, live, scratch, omap, HOST_MIN_MACS,
+                                    done, check_nan, lo, False, fuse_min)
         if status == DONE:
             return lo - 1
         if status == FUSE:             # a run of large elementwise entries: fused kernels
@@ -250,7 +249,7 @@ def _fused_run(t, i, lo, G, live, keep, pooled):
     n = t.size(i)
     ents = np.empty(min(i - lo + 1, RUN_CHUNK), np.int64)
     m, below = fused.run_below(i, lo, n, t.OP, t.A, t.B, t.META, t.IAUX, t.FLAGS, live, ents)
-    fused.launch(fused.reverse_serial, fused.reverse_parallel, n * m, ents, m, t.OP, t.A, t.B,
+    fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, t.OP, t.A, t.B,
                  t.C, t.C2, t.OFF, t.V, G, n, keep)
     if pooled is not None:
         ents = ents[:m]

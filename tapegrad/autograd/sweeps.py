@@ -9,7 +9,7 @@ a tensor hook), and the caller takes the general path.
 import numpy as np
 
 from ..kernels import cold
-from ..kernels.reverse import DONE
+from ..kernels.reverse import DONE, compile_rules, rules_for
 from ..kernels.tangent import reverse_rows, tangent, tangent_columns
 
 # a cold cache: these compile in the background, small tapes are swept by their twins
@@ -54,8 +54,12 @@ def jacobian_rows(t, outs, wants):
     G = np.zeros(t.nv)
     live = np.zeros(t.n, np.uint8)
     run = TANGENT.pick(reverse_rows, n_out * (t.nv + t.n), (5, 6, 11))
+    scratch, omap = _work(t)
+    if run is reverse_rows:
+        compile_rules(t.arrays(), t.n, G, scratch, omap)
     status, _ = run(0, n_out, np.array(outs, np.int64), max(outs), t.arrays(), G, live,
-                    *_work(t), NO_HOST, np.array(wants, np.int64), J)
+                    scratch, omap, NO_HOST, np.array(wants, np.int64), J,
+                    rules_for(run, reverse_rows))
     return J if status == DONE else None
 
 

@@ -155,7 +155,9 @@ def _add_strided(G, V, op, side, pa, a3, pb, b3, go, n):
 
 
 @njit(**_JIT)
-def reverse(i, op, OP, A, B, OFF, META, IAUX, V, G):
+def reverse(i, tape, G, scratch, omap):
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+    op = OP[i]
     s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = loops(i, META, IAUX)
     if s3 == 0:                                # (no element: read no adjoint either)
         return

@@ -168,9 +168,10 @@ class Group:
     def _twin_or_wait(self, kernel, writes, *args):
         try:
             return _run_twin(kernel, writes, *args)
-        except _Fallback:
+        except _Fallback:       # (an argument made for the twin has a compiled form)
             self.wait()
-            return kernel(*args)
+            return kernel(*[a.for_compiled() if hasattr(a, "for_compiled") else a
+                            for a in args])
 
     def wait(self):
         """Wait until the background process has compiled this group (if it is at it);

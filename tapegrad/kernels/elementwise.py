@@ -11,7 +11,9 @@ _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
-def reverse(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G):
+def reverse(i, tape, G, scratch, omap):
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+    op = OP[i]
     a, b = A[i], B[i]
     c, c2, oi = C[i], C2[i], OFF[i]
     ga = wants(a, OP)

@@ -9,11 +9,14 @@ independent, so they split across threads (``prange``) with no race: two threads
 touch the same element.  Each entry's rule runs as the generated block loops of
 ``generated_blocks`` (vectorised by LLVM, with libmvec for transcendental functions).
 
-The compiled functions come in serial and parallel twins over one body; the Python
-wrappers below choose by size (``PARALLEL_MIN``) and run the parallel twin only in one
+Each kernel (``*_part``) sweeps one of ``parts`` equal shares of the blocks; its parallel
+twin runs the shares on threads.  Python calls the part itself for all of the work
+(share 0 of 1), with no serial wrapper: Numba compiles a caller together with all its
+callees' code, so each level of calls compiles the block rules again (0.7 s each).
+``launch`` chooses by size (``PARALLEL_MIN``) and runs the parallel twin only in one
 thread at a time (Numba's workqueue threading layer does not allow concurrent
-launches), else the serial one; a process forked from one that ran them stays serial
-(GNU OpenMP's pool does not survive a fork).  Nothing here raises inside compiled code.
+launches); a process forked from one that ran them stays serial (GNU OpenMP's pool
+does not survive a fork).  Nothing here raises inside compiled code.
 """
 import os
 import threading
@@ -88,7 +91,7 @@ def clear_swept(live, in_run, OFF, META, IAUX, G):
                 G[o:o + (1 if m < 0 else IAUX[m])] = 0.0
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _operand(j, c, V, OFF, k0, w, fill, const):
     """(array, offset) of an operand for the block at k0: the arena, or the block
     ``const`` filled with the constant c."""
@@ -99,7 +102,7 @@ def _operand(j, c, V, OFF, k0, w, fill, const):
     return const, 0
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _adjoint(j, OP, G, OFF, k0, sink):
     if j >= 0 and OP[j] != OP_CONST:
         return G, OFF[j] + k0
@@ -107,8 +110,21 @@ def _adjoint(j, OP, G, OFF, k0, sink):
 
 
 @njit(**_JIT)
-def _reverse_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep):
-    T = np.empty(TEMPS * BLOCK)
+def _share(n, t, parts):
+    """The blocks [b0, b1) of the t-th of ``parts`` equal shares of n elements."""
+    nblk = (n + BLOCK - 1) // BLOCK
+    per = (nblk + parts - 1) // parts
+    return min(nblk, t * per), min(nblk, (t + 1) * per)
+
+
+@njit(**_JIT)
+def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, t, parts):
+    """The fused reverse sweep of a run (``ents``: its live entries, last first) over the
+    t-th of ``parts`` shares of its blocks.  The adjoint of each entry not marked in
+    ``keep`` is zeroed once used (the engine keeps its adjoint arena zeroed between
+    backwards that way, instead of clearing all of it)."""
+    b0, b1 = _share(n, t, parts)     # (the parallel twins pass t as np.int64: prange's
+    T = np.empty(TEMPS * BLOCK)      # index type would compile this kernel a second time)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
     for blk in range(b0, b1):
         k0 = blk * BLOCK
@@ -125,8 +141,16 @@ def _reverse_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep):
                 G[OFF[e] + k0:OFF[e] + k0 + w] = 0.0
 
 
+@njit(parallel=True, **_JIT)
+def reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, threads):
+    for t in prange(threads):
+        reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, np.int64(t), threads)
+
+
 @njit(**_JIT)
-def _forward_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, n):
+def forward_part(ents, m, OP, A, B, C, C2, OFF, V, n, t, parts):
+    """The fused forward of a run over the t-th of ``parts`` shares of its blocks."""
+    b0, b1 = _share(n, t, parts)
     T = np.empty(TEMPS * BLOCK)
     cx, cy = np.empty(BLOCK), np.empty(BLOCK)
     for blk in range(b0, b1):
@@ -134,46 +158,22 @@ def _forward_blocks(b0, b1, ents, m, OP, A, B, C, C2, OFF, V, n):
         w = min(BLOCK, n - k0)
         for q in range(m):
             e = ents[q]
-            op, a, b, c = OP[e], A[e], B[e], C[e]
+            op, a, b, c = np.int64(OP[e]), A[e], B[e], C[e]     # (map_part's op type)
             X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
             Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
             ew_fwd_block(op, X, xo, Y, yo, V, OFF[e] + k0, C2[e], w, T)
 
 
-@njit(**_JIT)
-def reverse_serial(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, threads):
-    """The fused reverse sweep of a run (``ents``: its live entries, last first).  The
-    adjoint of each entry not marked in ``keep`` is zeroed once used (the engine keeps
-    its adjoint arena zeroed between backwards that way, instead of clearing all of it)."""
-    _reverse_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, G, n, keep)
-
-
-@njit(parallel=True, **_JIT)
-def reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, threads):
-    nblk = (n + BLOCK - 1) // BLOCK
-    per = (nblk + threads - 1) // threads
-    for t in prange(threads):
-        _reverse_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2,
-                        OFF, V, G, n, keep)
-
-
-@njit(**_JIT)
-def forward_serial(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
-    _forward_blocks(0, (n + BLOCK - 1) // BLOCK, ents, m, OP, A, B, C, C2, OFF, V, n)
-
-
 @njit(parallel=True, **_JIT)
 def forward_parallel(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
-    nblk = (n + BLOCK - 1) // BLOCK
-    per = (nblk + threads - 1) // threads
     for t in prange(threads):
-        _forward_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), ents, m, OP, A, B, C, C2,
-                        OFF, V, n)
+        forward_part(ents, m, OP, A, B, C, C2, OFF, V, n, np.int64(t), threads)
 
 
-def launch(serial, parallel, work, *args):
+def launch(part, parallel, work, *args):
     """Run ``parallel`` when ``work`` (elements x entries) is worth both cores and no
-    other thread is in a parallel kernel, else ``serial``; ``args`` end with ``n``.
+    other thread is in a parallel kernel, else ``part`` over all of it (its one share of
+    one); ``args`` end with ``n``.
 
     Waking OpenMP's threads once they sleep (after ``GOMP_SPINCOUNT``, ``threads.py``)
     costs about 45 us here: a tanh reverse over 65,536 values takes 31 us serial, 16 us
@@ -198,15 +198,16 @@ def launch(serial, parallel, work, *args):
                     _LAST[0] = _LARGE[0] = time.perf_counter()
                     _LAUNCH.release()
         try:
-            return serial(*args, 1)
+            return part(*args, 0, 1)
         finally:
             _LARGE[0] = time.perf_counter()
-    return serial(*args, 1)
+    return part(*args, 0, 1)
 
 
 # -- one elementwise op on whole arrays (the eager forward of a large array op) -----------
 @njit(**_JIT)
-def _map_blocks(b0, b1, op, x, y, has_y, c, c2, out, n):
+def map_part(op, x, y, has_y, c, c2, out, n, t, parts):
+    b0, b1 = _share(n, t, parts)
     T = np.empty(TEMPS * BLOCK)
     cy = np.empty(BLOCK)
     for blk in range(b0, b1):
@@ -220,22 +221,15 @@ def _map_blocks(b0, b1, op, x, y, has_y, c, c2, out, n):
         ew_fwd_block(op, x, k0, Y, yo, out, k0, c2, w, T)
 
 
-@njit(**_JIT)
-def map_serial(op, x, y, has_y, c, c2, out, n, threads):
-    _map_blocks(0, (n + BLOCK - 1) // BLOCK, op, x, y, has_y, c, c2, out, n)
-
-
 @njit(parallel=True, **_JIT)
 def map_parallel(op, x, y, has_y, c, c2, out, n, threads):
-    nblk = (n + BLOCK - 1) // BLOCK
-    per = (nblk + threads - 1) // threads
     for t in prange(threads):
-        _map_blocks(min(nblk, t * per), min(nblk, (t + 1) * per), op, x, y, has_y, c, c2, out, n)
+        map_part(op, x, y, has_y, c, c2, out, n, np.int64(t), threads)
 
 
 @njit(**_JIT)
 def map_single(op, x, y, has_y, c, c2, out, n):
-    """``map_serial`` over float32 arrays: each block is widened into float64 scratch,
+    """``map_part`` over float32 arrays: each block is widened into float64 scratch,
     swept by the same float64 rule, and rounded once on the way out (what converting
     the whole arrays would give, without two fresh float64 arrays)."""
     T = np.empty(TEMPS * BLOCK)
@@ -260,23 +254,26 @@ def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
     cores if the array is large enough and ``parallel``)."""
     n = x.size
     has_y = y is not None
-    launch(map_serial, map_parallel, n if parallel else 0, code, x.reshape(-1),
+    FUSED.settle()
+    launch(map_part, map_parallel, n if parallel else 0, code, x.reshape(-1),
            (y if has_y else x).reshape(-1), has_y, c, c2, out.reshape(-1), n)
     return out
 
 
 def warm():
-    """Compile ``run_below`` and the serial fused reverse sweep for the engine's argument
-    types (``cold``'s background process): a run of no entries."""
+    """Compile what a first backward over large arrays runs (``cold``'s background
+    process): the eager forward of one op, ``run_below`` and the fused reverse sweep, for
+    the engine's argument types, over no elements."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
+    map_part(0, f, f, False, 0.0, 0.0, f, 0, 0, 1)
     run_below(-1, 0, 1, OP, A, B, META, IAUX, FLAGS, FLAGS, A)
-    reverse_serial(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 1)
+    reverse_part(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 0, 1)
 
 
 def warm_vector():
-    """Compile the serial fused forward (a replay over large arrays)."""
+    """Compile the fused forward (a replay over large arrays)."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
-    forward_serial(A, 0, OP, A, B, C, C2, OFF, f, 0, 1)
+    forward_part(A, 0, OP, A, B, C, C2, OFF, f, 0, 0, 1)
 
 
 def warm_parallel():
@@ -287,6 +284,8 @@ def warm_parallel():
     map_parallel(0, f, f, False, 0.0, 0.0, f, 0, 1)
 
 
-# a cold cache: the parallel twins compile in the background, the serial ones run meanwhile
+# a cold cache: these compile in the background (one share of the work runs meanwhile)
+FUSED = cold.Group("fused", (map_part, run_below, reverse_part), "tapegrad.kernels.fused:warm",
+                   twins=False)
 PARALLEL = cold.Group("parallel", (map_parallel, reverse_parallel, forward_parallel),
                       "tapegrad.kernels.fused:warm_parallel", twins=False)

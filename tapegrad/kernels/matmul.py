@@ -21,7 +21,7 @@ def dims(i, META, IAUX):
     return IAUX[e], IAUX[e + 1], K, N, N, 1
 
 
-@njit(**_JIT)
+@njit(inline="always", **_JIT)
 def _sums(X, xo, xj, Y, yo, yj, yl, L, count, O, oo, oj, add):
     """For each j < count: ``s_j = X[xo + j * xj + l] * Y[yo + j * yj + l * yl]`` summed
     over l < L from 0 in l order, then ``O[oo + j * oj] = s_j`` (``add``: O plus s_j).
@@ -115,10 +115,11 @@ def add_outer(out, u, v):
 
 
 @njit(**_JIT)
-def reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch):
+def reverse(i, tape, G, scratch, omap):
     """out[b] = x[b] @ y[b] with x (nb, M, K), y (nb, K, N): dx = g y^T (each element
     summed from 0 in n order, then added), dy = x^T g (added term by term in m order),
     in loops that vectorise (``scratch``: K values, and y^T where y is stored (K, N))."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     nb, M, K, N, ysk, ysn = dims(i, META, IAUX)
     a, b = A[i], B[i]
     oa, ob, oi = OFF[a], OFF[b], OFF[i]

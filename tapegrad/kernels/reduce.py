@@ -133,10 +133,12 @@ def forward(i, op, A, OFF, META, IAUX, V, omap):
 
 
 @njit(**_JIT)
-def reverse(i, op, A, OFF, META, IAUX, V, G, scratch, omap):
+def reverse(i, tape, G, scratch, omap):
     """Reductions: input element k goes to output element ``o[k]`` (offsets of the
     input's shape under the output strides, in ``omap``); ``scratch`` holds two
     per-output accumulators."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+    op = OP[i]
     if size_of(META, IAUX, i) == 1 and (op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN
                                         or op == OP_MEAN_DIM):
         # a sum to one value: the same sums without the offset map, in a loop that

@@ -16,7 +16,7 @@ from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, CO
                         SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST,
                         STOP_LAST, cmp_fwd, ew_fwd)
 from .layout import extras_at, size_of, tiny_tape
-from .reverse import DONE, HOST, sweep
+from .reverse import DONE, HOST, RULES, sweep_all
 
 _JIT = dict(cache=True, error_model="numpy")
 # guard kinds: a value equals what the recording saw; a truth value; an argmax / argmin
@@ -105,11 +105,12 @@ def guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
 
 @njit(**_JIT)
 def value_and_grad(x, ins, out, schedule, tape, G, live, scratch, omap, GK, GE, GS, GN, GV,
-                   grad):
+                   grad, rules):
     """One replayed gradient in one call: load ``x`` (the inputs' values, flattened and
     concatenated) into the inputs' entries, recompute, check the guards, sweep back
     from entry ``out`` and write the inputs' adjoints into ``grad``.  Returns False (and
-    computes nothing more) if a guard fails."""
+    computes nothing more) if a guard fails.  ``rules``: the sweep's, every one of the
+    recording's kinds compiled (``reverse.compile_rules``)."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     pos = 0
     for e in ins:
@@ -131,7 +132,7 @@ def value_and_grad(x, ins, out, schedule, tape, G, live, scratch, omap, GK, GE, 
             G[OFF[e] + k] = 0.0
     G[OFF[out]] = 1.0
     live[out] = 1
-    sweep(out, tape, G, live, scratch, omap, np.iinfo(np.int64).max, -1, False, 0)
+    sweep_all(out, tape, G, live, scratch, omap, rules)
     pos = 0
     for e in ins:
         o = OFF[e]
@@ -143,7 +144,7 @@ def value_and_grad(x, ins, out, schedule, tape, G, live, scratch, omap, GK, GE, 
 
 @njit(parallel=True, **_JIT)
 def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV, values, grads,
-               ok, threads):
+               ok, rules, threads):
     """Value and gradient at each row of ``X`` (the inputs' values, flattened and
     concatenated), the rows split over ``threads``: ``values[r]`` the output (``outs[0]``'s
     first element), ``grads[r]`` the adjoints of ``wants``, ``ok[r]`` whether the guards
@@ -175,7 +176,7 @@ def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV
                 continue
             G[OFF[top]] = 1.0
             live[top] = 1
-            sweep(top, tr, G, live, scratch, omap, np.iinfo(np.int64).max, -1, False, 0)
+            sweep_all(top, tr, G, live, scratch, omap, rules)
             pos = 0
             for w in wants:
                 for k in range(size_of(META, IAUX, w)):
@@ -196,4 +197,4 @@ def warm():
     forward(none, tape, i)
     guards_hold(none, none, none, none, nothing, i, i, i, f)
     value_and_grad(f, i, 0, none, tape, f, tape[8], f, i, none, none, none, none,
-                   nothing, f)
+                   nothing, f, RULES.table)

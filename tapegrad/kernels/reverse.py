@@ -3,30 +3,45 @@
 ``mark`` finds the entries an output depends on; ``sweep`` walks them from the last
 to the first, adding each entry's adjoint contributions into its inputs' adjoints.
 Adjoints live in ``G``, an arena with the same layout as the value arena ``V``.
-Nothing here knows a Python object, and nothing raises: the engine validates first.  Each kind's rule is in the kind's own module (``elementwise``,
-``structural``, ``reduce``, ``matmul``, ``softmax``): the sweep only dispatches.
+Nothing here knows a Python object, and nothing raises: the engine validates first.
+Each kind's rule is in the kind's own module (``elementwise``, ``structural``,
+``reduce``, ``matmul``, ``softmax``, ``broadcast``), all with one signature, and the
+sweep calls it through its address (``indirect``): it compiles when a sweep first meets
+its kind, not with the sweep.
 """
+import numpy as np
 from numba import njit
 
-from . import broadcast, elementwise, matmul, reduce, softmax, structural
-from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST,
-                        GATHER_LAST, HOST_FIRST, HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST,
-                        MATMUL_LAST, OP_CONST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST, RESHAPE_FIRST,
-                        RESHAPE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST,
-                        ew_grad)
+from . import broadcast, elementwise, indirect, matmul, reduce, softmax, structural
+from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, HOST_FIRST, HOST_LAST, MATMUL_FIRST,
+                        MATMUL_LAST, OP_CONST, RESHAPE_FIRST, RESHAPE_LAST, SOURCE_FIRST,
+                        SOURCE_LAST, ew_grad)
 from .layout import extras_at, size_of, tiny_tape
+from ..ops.table import BANDS
 
 _JIT = dict(cache=True, error_model="numpy")
-DONE, CONSUMED, HOST, HOOK, NAN, FUSE = 0, 1, 2, 3, 4, 5      # how a sweep ended
+DONE, CONSUMED, HOST, HOOK, NAN, FUSE, COMPILE = 0, 1, 2, 3, 4, 5, 6      # how a sweep ended
+NEVER = 1 << 62         # a size no entry reaches (no host products, no fused runs)
+# each kind's rule, by slot; SLOT[op]: the slot of op's rule (-1: none, or in the sweep)
+_KINDS = {"ew": elementwise.reverse, "where": structural.where_reverse,
+          "gather": structural.gather_reverse, "index": structural.index_reverse,
+          "reduce": reduce.reverse, "matmul": matmul.reverse, "cat": structural.cat_reverse,
+          "softmax": softmax.reverse, "broadcast": broadcast.reverse}
+RULES = indirect.Rules(tuple(_KINDS.values()),
+                       lambda: (lambda t: (np.int64(0), t, t[-1], t[-1], t[1]))(tiny_tape()))
+SLOT = np.full(max(hi for _, hi in BANDS.values()) + 1, -1, np.int8)
+for _slot, _kind in enumerate(_KINDS):
+    SLOT[BANDS[_kind][0]:BANDS[_kind][1] + 1] = _slot
 
 
 @njit(**_JIT)
-def sweep(top, tape, G, live, scratch, omap, host_min, hooked_done, check_nan, lo, prune=False,
-          fuse_min=1 << 62):
+def sweep(top, tape, G, live, scratch, omap, rules, host_min, hooked_done, check_nan, lo, prune,
+          fuse_min):
     """Reverse sweep of ``tape`` (its arrays, ``layout.TAPE``) over entries ``top`` down
     to ``lo`` from the entries pre-marked in ``live`` (all at or below ``top``), last to
     first.  An entry is swept if a swept entry uses it: liveness is marked
-    as the sweep goes, so only the output's subgraph is visited, in one pass.
+    as the sweep goes, so only the output's subgraph is visited, in one pass.  Each
+    kind's rule is called through ``rules`` (``RULES.table``, ``indirect``).
 
     Returns ``(status, i)``: ``(DONE, -1)``; ``(CONSUMED, i)`` when a needed entry was
     consumed by an earlier backward (the caller discards ``G``: nothing else has been
@@ -37,9 +52,12 @@ def sweep(top, tape, G, live, scratch, omap, host_min, hooked_done, check_nan, l
     caller runs them and resumes at ``i`` with ``hooked_done = i``; ``(NAN, i)`` in
     anomaly mode (``check_nan``) when entry i's backward left a NaN in an input's
     adjoint; ``(FUSE, i)`` at an elementwise entry of at least ``fuse_min`` elements,
-    which the caller sweeps with the run below it by the fused kernels.  ``prune``: an input of a concatenation whose adjoint stays zero is not
-    marked (a Jacobian row seeds one element of a stacked output: only that element's
-    subgraph is swept)."""
+    which the caller sweeps with the run below it by the fused kernels; ``(COMPILE, i)``
+    at the first entry of a kind whose rule is not compiled yet (``compile_rule``, then
+    resume at i with the same ``hooked_done``).  ``prune``: an input of a concatenation
+    whose adjoint stays zero is not marked (a Jacobian row seeds one element of a
+    stacked output: only that element's subgraph is swept).  (No argument has a default:
+    a call that left one out would compile the sweep a second time.)"""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     for i in range(top, lo - 1, -1):
         if live[i] == 0:
@@ -56,8 +74,10 @@ def sweep(top, tape, G, live, scratch, omap, host_min, hooked_done, check_nan, l
             live[a] = 1
         if b >= 0:
             live[b] = 1
+        slot = SLOT[op]
         if op <= EW_LAST:
             if META[i] < 0:    # 0-d: the scalar hot path (an adjoint into a constant is harmless)
+                slot = -1
                 oi = OFF[i]
                 x = V[OFF[a]] if a >= 0 else C[i]
                 y = V[OFF[b]] if b >= 0 else C[i]
@@ -68,41 +88,40 @@ def sweep(top, tape, G, live, scratch, omap, host_min, hooked_done, check_nan, l
                     G[OFF[b]] += gy
             elif IAUX[META[i]] >= fuse_min:
                 return FUSE, i
-            else:
-                elementwise.reverse(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G)
-        elif op == OP_WHERE:
-            structural.where_reverse(i, OP, A, B, OFF, META, IAUX, V, G)
-        elif GATHER_FIRST <= op <= GATHER_LAST:
-            structural.gather_reverse(i, A, OFF, META, IAUX, G, omap)
         elif RESHAPE_FIRST <= op <= RESHAPE_LAST:
             oa, oi = OFF[a], OFF[i]
             for k in range(size_of(META, IAUX, i)):
                 G[oa + k] += G[oi + k]
-        elif INDEX_FIRST <= op <= INDEX_LAST:
-            structural.index_reverse(i, A, OFF, META, IAUX, G)
-        elif REDUCE_FIRST <= op <= REDUCE_LAST:
-            reduce.reverse(i, op, A, OFF, META, IAUX, V, G, scratch, omap)
         elif MATMUL_FIRST <= op <= MATMUL_LAST:
             e = extras_at(META, IAUX, i)
             if IAUX[e] * IAUX[e + 1] * IAUX[e + 2] * IAUX[e + 3] >= host_min:
                 return HOST, i
-            matmul.reverse(i, OP, A, B, OFF, META, IAUX, V, G, scratch)
-        elif CAT_FIRST <= op <= CAT_LAST:
+        elif HOST_FIRST <= op <= HOST_LAST:
+            return HOST, i
+        if slot >= 0:
+            if rules[slot] == 0:
+                return COMPILE, i
+            indirect.rule(rules, slot, (i, tape, G, scratch, omap))
+        if CAT_FIRST <= op <= CAT_LAST:
             e = extras_at(META, IAUX, i)
-            structural.cat_reverse(i, OFF, META, IAUX, G)
             for j in range(IAUX[e + 1]):
                 buf = IAUX[e + 2 + 2 * j]
                 if not prune or _nonzero(buf, OFF, META, IAUX, G):
                     live[buf] = 1
-        elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
-            softmax.reverse(i, op, OFF[a], OFF[i], META, IAUX, V, G)
-        elif BROADCAST_FIRST <= op <= BROADCAST_LAST:
-            broadcast.reverse(i, op, OP, A, B, OFF, META, IAUX, V, G)
-        elif HOST_FIRST <= op <= HOST_LAST:
-            return HOST, i
         if check_nan and nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
             return NAN, i
     return DONE, -1
+
+
+@njit(inline="always", **_JIT)
+def sweep_all(top, tape, G, live, scratch, omap, rules):
+    """``sweep`` with no stops (a replay's: every rule of its kinds compiled first,
+    ``compile_rules``).  Compiled code calling a kernel with constants compiles it again
+    for those literal values; the ``np.`` casts keep this call's types those of the
+    engine's, so one compile of ``sweep`` serves both (and inlined, this wrapper is not
+    one more level that compiles the sweep again)."""
+    return sweep(top, tape, G, live, scratch, omap, rules, np.int64(NEVER), np.int64(-1),
+                 np.bool_(False), np.int64(0), np.bool_(False), np.int64(NEVER))
 
 
 @njit(**_JIT)
@@ -165,10 +184,38 @@ def consume(n, OP, A, B, FLAGS, live, NEED):
     return left
 
 
+def rules_for(run, kernel):
+    """The rules table for ``run``: the compiled ``kernel`` (which calls the sweep), or
+    its twin (``cold``), which runs the rules' twins."""
+    return RULES.table if run is kernel else RULES.twin_table
+
+
+def sweep_compiling(run, top, tape, G, live, scratch, omap, *stops):
+    """``run`` (the sweep, or its twin) from ``top`` until it stops at other than a kind
+    whose rule is not compiled: each such rule compiles (or loads from the cache) when
+    the sweep first reaches its kind, and the sweep resumes there."""
+    rules = rules_for(run, sweep)
+    while True:
+        status, i = run(top, tape, G, live, scratch, omap, rules, *stops)
+        if status != COMPILE:
+            return status, i
+        RULES.compile_into(SLOT[tape[0][i]], np.int64(i), tape, G, scratch, omap)
+        top = i
+
+
+def compile_rules(tape, n, G, scratch, omap):
+    """Compile the rule of every kind of the ``n`` entries of ``tape``: before compiled
+    code runs the sweep with no stop to return to Python at (``sweep_all``)."""
+    for slot in np.unique(SLOT[tape[0][:n]]).tolist():
+        if slot >= 0:
+            RULES.compile_into(slot, np.int64(0), tape, G, scratch, omap)
+
+
 def warm():
-    """Compile ``sweep`` and ``consume`` for the engine's argument types (``cold``'s
-    background process): a tape of one unused entry."""
+    """Compile ``sweep``, ``consume`` and the rules for the engine's argument types
+    (``cold``'s background process): a tape of one unused entry."""
     tape = tiny_tape()
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tape
-    sweep(-1, tape, f, FLAGS, f, A, 1, -1, False, 0, False, 1)
+    sweep(-1, tape, f, FLAGS, f, A, RULES.table, 1, -1, False, 0, False, 1)
     consume(0, OP, A, B, FLAGS, FLAGS, FLAGS)
+    RULES.compile_all()

@@ -60,7 +60,8 @@ def concatenate(i, OFF, META, IAUX, X, reached):
 
 
 @njit(**_JIT)
-def where_reverse(i, OP, A, B, OFF, META, IAUX, V, G):
+def where_reverse(i, tape, G, scratch, omap):
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     a, b, oi = A[i], B[i], OFF[i]
     cond = OFF[IAUX[extras_at(META, IAUX, i)]]
     for k in range(size_of(META, IAUX, i)):
@@ -72,7 +73,8 @@ def where_reverse(i, OP, A, B, OFF, META, IAUX, V, G):
 
 
 @njit(**_JIT)
-def gather_reverse(i, A, OFF, META, IAUX, G, omap):
+def gather_reverse(i, tape, G, scratch, omap):
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     m = META[i]
     nd = IAUX[m + 1]
     e = m + 2 + nd
@@ -109,7 +111,8 @@ def gather_reverse(i, A, OFF, META, IAUX, G, omap):
 
 
 @njit(**_JIT)
-def index_reverse(i, A, OFF, META, IAUX, G):
+def index_reverse(i, tape, G, scratch, omap):
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     e = extras_at(META, IAUX, i)
     oa, oi = OFF[A[i]], OFF[i]
     for k in range(size_of(META, IAUX, i)):
@@ -117,7 +120,8 @@ def index_reverse(i, A, OFF, META, IAUX, G):
 
 
 @njit(**_JIT)
-def cat_reverse(i, OFF, META, IAUX, G):
+def cat_reverse(i, tape, G, scratch, omap):
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     e = extras_at(META, IAUX, i)
     outer, nin = IAUX[e], IAUX[e + 1]
     pos = OFF[i]

@@ -10,6 +10,7 @@ linear in its inputs' values or uses the same bookkeeping as the reverse sweep.
 ``reverse_rows`` / ``tangent_columns`` run one sweep per one-hot seed inside one
 compiled call and collect the rows (or columns) of a Jacobian.
 """
+import numpy as np
 from numba import njit
 
 from . import broadcast, elementwise, matmul, reduce, softmax, structural
@@ -18,7 +19,7 @@ from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, CO
                         MATMUL_LAST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST, SOFTMAX_FIRST,
                         SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_LAST)
 from .layout import extras_at, size_of, tiny_tape
-from .reverse import DONE, HOST, sweep
+from .reverse import DONE, HOST, NEVER, RULES, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -74,11 +75,12 @@ def tangent(lo, hi, tape, T, has, scratch, omap):
 
 
 @njit(**_JIT)
-def reverse_rows(r0, r1, outs, top, tape, G, live, scratch, omap, host_min, wants, J):
+def reverse_rows(r0, r1, outs, top, tape, G, live, scratch, omap, host_min, wants, J, rules):
     """Rows ``r0..r1-1`` of a Jacobian by reverse sweeps: row r seeds a one in the r-th
     element of the outputs (buffers ``outs``, flattened in order) and reads the adjoints
     of the buffers ``wants`` into ``J[r - r0]``.  Returns ``(DONE, -1)``, or the sweep's
-    stop (status, entry) to leave the rest to Python."""
+    stop (status, entry) to leave the rest to Python.  ``rules``: the sweep's, every one
+    of the tape's kinds compiled (``reverse.compile_rules``)."""
     OFF, META, IAUX = tape[5], tape[6], tape[7]
     for r in range(r0, r1):
         pos = 0
@@ -88,7 +90,8 @@ def reverse_rows(r0, r1, outs, top, tape, G, live, scratch, omap, host_min, want
             if pos <= r < pos + s:
                 G[OFF[e] + r - pos] = 1.0
             pos += s
-        status, i = sweep(top, tape, G, live, scratch, omap, host_min, -1, False, 0, True)
+        status, i = sweep(top, tape, G, live, scratch, omap, rules, host_min, np.int64(-1),
+                          np.bool_(False), np.int64(0), np.bool_(True), np.int64(NEVER))
         if status != DONE:
             return status, i
         pos = 0
@@ -140,5 +143,5 @@ def warm():
     tape = tiny_tape()
     i, u, f, J = tape[1], tape[8], tape[9], np.zeros((1, 1))
     tangent(0, -1, tape, f, u, f, i)
-    reverse_rows(0, 0, i, 0, tape, f, u, f, i, 1, i, J)
+    reverse_rows(0, 0, i, 0, tape, f, u, f, i, 1, i, J, RULES.table)
     tangent_columns(0, 0, i, 0, -1, tape, f, u, f, i, i, J)

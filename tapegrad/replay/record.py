@@ -10,6 +10,7 @@ import numpy as np
 
 from ..grad_mode import STATE, enable_grad
 from ..kernels.replay import forward, guards_hold, value_and_grad
+from ..kernels.reverse import compile_rules, rules_for
 from ..kernels.reverse import DONE
 from ..tape import COLUMNS, CONSUMED, Layout, Tape
 from ..tensor import Tensor, from_array
@@ -53,6 +54,7 @@ class Record(Layout):
         self.ins_arr = np.array(self.ins, np.int64)
         self.n_in = sum(self.size(e) for e in self.ins)
         self._kargs = None
+        self._rules = False      # the sweep's rules of its kinds compiled (value_and_grad)
         self.segments = None                 # (schedule, its segments): large arrays
         self.in_run = None                   # entries in fused runs (their adjoints: kept 0)
         self.vector = vector_replay.is_vector(self)
@@ -103,7 +105,11 @@ class Record(Layout):
             args = self._kargs = (self.ins_arr, self.outs[0], self.schedule, self.arrays(),
                                   self.G, self.live, self.scratch, self.omap, self.GK,
                                   self.GE, self.GS, self.GN, self.GV)
-        return REPLAY.pick(value_and_grad, self.nv + self.n, (4, 5, 6, 14))(x, *args, grad)
+        run = REPLAY.pick(value_and_grad, self.nv + self.n, (4, 5, 6, 14))
+        if run is value_and_grad and not self._rules:
+            compile_rules(self.arrays(), self.n, self.G, self.scratch, self.omap)
+            self._rules = True
+        return run(x, *args, grad, rules_for(run, value_and_grad))
 
     def _vector_value_and_grad(self, x, grad):
         V, OFF, pos = self.V, self.OFF, 0

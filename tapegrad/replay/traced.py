@@ -16,7 +16,7 @@ import numpy as np
 
 from ..autograd import sweeps
 from ..kernels.replay import grad_batch
-from ..kernels.reverse import DONE, sweep
+from ..kernels.reverse import DONE, RULES, compile_rules, sweep, sweep_compiling
 from ..tensor import Tensor, _leaf, from_array
 from . import dask_batch
 from .background import compile_later
@@ -222,8 +222,9 @@ class Traced:
         for e, s in zip(r.outs, seeds):
             G[r.OFF[e]:r.OFF[e] + s.size] += s.reshape(-1)
             live[e] = 1
-        status, _ = sweep(max(r.outs), r.arrays(), G, live, np.empty(2 * r.max_size),
-                          np.empty(r.max_size, np.int64), NO_HOST, -1, False, 0)
+        status, _ = sweep_compiling(sweep, max(r.outs), r.arrays(), G, live,
+                                    np.empty(2 * r.max_size), np.empty(r.max_size, np.int64),
+                                    NO_HOST, -1, False, 0, False, NO_HOST)
         if status != DONE:
             raise ReplayError("this recording needs Python during its backward (a custom "
                               "Function or a hook) and cannot be replayed")
@@ -295,10 +296,11 @@ class Traced:
         wants = np.array(r.ins if with_grad else [], np.int64)
         grads = np.empty((nb, sum(r.size(e) for e in wants)))
         ok = np.zeros(nb, np.bool_)
+        compile_rules(r.arrays(), r.n, r.G, r.scratch, r.omap)
         with _BATCH:              # (one parallel launch at a time: it takes every core)
-            grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64), wants, r.schedule, r.arrays(), r.max_size, r.GK,
-                       r.GE, r.GS, r.GN, r.GV, values, grads, ok,
-                       max(1, min(numba.get_num_threads(), nb)))
+            grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64), wants,
+                       r.schedule, r.arrays(), r.max_size, r.GK, r.GE, r.GS, r.GN, r.GV, values,
+                       grads, ok, RULES.table, max(1, min(numba.get_num_threads(), nb)))
         return values, grads, ok
 
     def _point(self, arrays, p):

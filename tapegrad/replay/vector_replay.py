@@ -15,7 +15,7 @@ from ..kernels import cold, fused
 from ..kernels.generated import EW_LAST, MATMUL_FIRST, MATMUL_LAST, SOURCE_FIRST, SOURCE_LAST
 from ..kernels.replay import forward, guards_hold, value_and_grad
 from ..kernels.threads import one_blas_thread
-from ..kernels.reverse import DONE, FUSE, HOST, sweep
+from ..kernels.reverse import DONE, FUSE, HOST, sweep, sweep_compiling
 from ..tape import y_blocks
 
 _NO_HOST = np.iinfo(np.int64).max
@@ -26,7 +26,7 @@ RUN_MIN = fused.FUSE_MIN
 # replay by the replay kernels' Python twins meanwhile
 REPLAY = cold.Group("replay", (forward, guards_hold, value_and_grad),
                     "tapegrad.kernels.replay:warm")
-VECTOR = cold.Group("vector", (fused.forward_serial,), "tapegrad.kernels.fused:warm_vector",
+VECTOR = cold.Group("vector", (fused.forward_part,), "tapegrad.kernels.fused:warm_vector",
                     twins=False)
 
 
@@ -91,7 +91,7 @@ def run_forward(r):
         if seg[0] == "run":
             ents, n = seg[1], seg[2]
             VECTOR.settle()
-            fused.launch(fused.forward_serial, fused.forward_parallel, n * len(ents), ents,
+            fused.launch(fused.forward_part, fused.forward_parallel, n * len(ents), ents,
                          len(ents), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, n)
         elif seg[0] == "blas":
             _blas_forward(r, seg[1])
@@ -118,8 +118,8 @@ def reverse(r, out):
     top = out
     while top >= 0:
         run = REVERSE.pick(sweep, r.n + r.nv // 8, (2, 3))
-        status, i = run(top, r.arrays(), G, live, r.scratch, r.omap, HOST_MIN_MACS, -1, False, 0,
-                        False, RUN_MIN)
+        status, i = sweep_compiling(run, top, r.arrays(), G, live, r.scratch, r.omap,
+                                    HOST_MIN_MACS, -1, False, 0, False, RUN_MIN)
         if status == DONE:
             return
         if status == FUSE:
@@ -127,7 +127,7 @@ def reverse(r, out):
             n = r.size(i)
             m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.META, r.IAUX, r.FLAGS, live,
                                      ents)
-            fused.launch(fused.reverse_serial, fused.reverse_parallel, n * m, ents, m, r.OP,
+            fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, r.OP,
                          r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep)
         elif status == HOST and MATMUL_FIRST <= r.OP[i] <= MATMUL_LAST:
             host_matmul(r, i, G)

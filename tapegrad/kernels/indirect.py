@@ -1,0 +1,101 @@
+"""Calls from one compiled kernel to another through its address: compile per kind.
+
+Numba compiles a caller together with the code of every kernel it calls (it links their
+modules in and optimises the whole again), so a sweep that calls each kind's rule
+directly compiles every rule of every kind, again, before its first run: about 7 s on a
+fresh cache, for a tape that may hold one kind.  A kind's rule called through its
+address instead compiles on its own, once, the first time a sweep reaches an entry of
+that kind, and the sweep compiles with none of them.
+
+A table of addresses (``Rules``) belongs to one set of argument types: an address is
+only ever called with the types its kernel was compiled for (``compile_into`` types the
+arguments the sweep passes, once per kind).  The addresses are data passed at each call,
+never constants in the cached code, so they need no fixing up in another process.
+
+``rule(table, slot, args)`` is the call: in compiled code a call through
+``table[slot]``.  A sweep run by Python (its twin while it compiles, ``cold``) is passed
+``Rules.twin_table`` instead, and runs the twin of the slot's kernel.
+"""
+import numba
+import numpy as np
+from numba import types
+from numba.extending import intrinsic, overload
+
+from . import cold
+
+
+@intrinsic
+def _call_at(typingctx, address, args):
+    """Call the compiled kernel at ``address`` (an int64) with the tuple ``args`` (Numba's
+    own calling convention: the kernel was compiled for exactly these types)."""
+    def codegen(context, builder, signature, llargs):
+        argtys = list(args.types)
+        values = [builder.extract_value(llargs[1], k) for k in range(len(argtys))]
+        fnty = context.call_conv.get_function_type(types.none, argtys)
+        fn = builder.inttoptr(llargs[0], fnty.as_pointer())
+        context.call_conv.call_function(builder, fn, types.none, argtys, values)
+        return context.get_dummy_value()
+    return types.none(address, args), codegen
+
+
+class Rules:
+    """The addresses of one sweep's rules (``kernels``: the rule of each slot), for one
+    set of argument types, those of ``example()``'s arguments.  ``table[slot]`` is 0
+    until the slot's kernel is compiled."""
+
+    def __init__(self, kernels, example):
+        self.kernels = kernels
+        self.example = example
+        self.table = np.zeros(len(kernels), np.int64)
+        self.twin_table = _TwinTable(self)
+
+    def compile_into(self, slot, *args):
+        """Compile (or load from the cache) the kernel of ``slot`` for the types of
+        ``args``, the arguments the sweep passes it, and enter its address."""
+        if self.table[slot]:
+            return
+        kernel = self.kernels[slot]
+        sig = tuple(numba.typeof(a) for a in args)
+        if sig != self._types():
+            raise TypeError(f"tapegrad internal error: {kernel.py_func.__name__} called with "
+                            f"{sig}, its table's types are {self._types()}")
+        kernel.compile(sig)
+        found = kernel.overloads[sig]
+        self.table[slot] = found.library.get_pointer_to_function(found.fndesc.llvm_func_name)
+
+
+    def _types(self):
+        if not hasattr(self, "_sig"):
+            self._sig = tuple(numba.typeof(a) for a in self.example())
+        return self._sig
+
+    def compile_all(self):
+        for slot in range(len(self.kernels)):
+            self.compile_into(slot, *self.example())
+        return self.table
+
+
+class _TwinTable:
+    """What a twin's sweep is passed for a table: no slot waits for a compile.  Where
+    the twin gives way to the compiled kernel (``cold``), that is passed ``for_compiled()``:
+    the table, every rule compiled (or loaded from the cache the background filled)."""
+
+    def __init__(self, rules):
+        self.kernels = rules.kernels
+        self.for_compiled = rules.compile_all
+
+    def __getitem__(self, slot):
+        return 1
+
+
+def rule(rules, slot, args):
+    """Run by Python (a twin's sweep, ``rules`` a ``_TwinTable``): the twin of the
+    slot's kernel on ``args``."""
+    cold.twin(rules.kernels[slot])(*args)
+
+
+@overload(rule, inline="always")
+def _rule_compiled(rules, slot, args):
+    def impl(rules, slot, args):
+        _call_at(rules[slot], args)
+    return impl

@@ -1,0 +1,118 @@
+"""Compile per kind: each kind's reverse rule compiles on its own, the first time a sweep
+meets an entry of that kind (``kernels.indirect``), and gradients are PyTorch's through
+every kind whichever rules were compiled before.  And no kernel compiles twice for the
+same work: a second signature of a kernel costs a whole compile (a literal argument, a
+left-out default, an int16 where another caller passes an int64 all make one)."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.autograd import engine, sweeps
+from tapegrad.kernels import fused, indirect, reverse
+from tapegrad.kernels.layout import tiny_tape
+from tapegrad.replay import record, vector_replay
+
+torch = pytest.importorskip("torch")
+
+
+def _every_kind(lib, x, w, b):
+    """A loss whose backward meets every kind the sweep calls a rule for."""
+    h = lib.tanh(x @ w + b)                                   # matmul, broadcast, ew
+    s = lib.softmax(h, dim=1)                                 # softmax
+    c = lib.cat([s, h[:, :1]], dim=1)                         # cat, index (a slice)
+    g = c[[0, 2, 2]]                                          # gather
+    m = lib.where(g > 0.2, g, g * g)                          # where
+    return m.sum() + c.amax()                                 # reduce
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """The compiled kernels, not their twins (which run while a cold cache compiles)."""
+    for group in (engine.REVERSE, fused.FUSED, record.REPLAY, vector_replay.VECTOR,
+                  sweeps.TANGENT):
+        monkeypatch.setattr(group, "ready", True)
+
+
+def _fresh_rules(monkeypatch):
+    fresh = indirect.Rules(reverse.RULES.kernels, reverse.RULES.example)
+    monkeypatch.setattr(reverse, "RULES", fresh)
+    return fresh
+
+
+def _compiled(rules):
+    return {k.py_func.__module__.rsplit(".", 1)[1] + "." + k.py_func.__name__
+            for k, address in zip(rules.kernels, rules.table) if address}
+
+
+def test_a_sweep_compiles_the_rules_of_the_kinds_it_meets_and_no_others(monkeypatch, compiled):
+    rules = _fresh_rules(monkeypatch)
+    a = tg.tensor(1.5, requires_grad=True)
+    (a.sin() * a).backward()                       # 0-d entries: swept in the sweep itself
+    assert a.grad.item() == np.cos(1.5) * 1.5 + np.sin(1.5) and not rules.table.any()
+    v = np.linspace(-1, 1, 7)
+    x = tg.tensor(v, requires_grad=True)
+    (x.sin() * x).sum().backward()
+    assert _compiled(rules) == {"elementwise.reverse", "reduce.reverse"}
+    xt = torch.tensor(v, requires_grad=True)
+    (xt.sin() * xt).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-15, atol=0)
+
+
+def test_every_kind_met_for_the_first_time_mid_sweep_gives_pytorchs_gradients(monkeypatch,
+                                                                              compiled):
+    rules = _fresh_rules(monkeypatch)
+    rng = np.random.default_rng(3)
+    vals = [rng.standard_normal(s) for s in ((3, 4), (4, 5), (5,))]
+    ours = [tg.tensor(v, requires_grad=True) for v in vals]
+    theirs = [torch.tensor(v, requires_grad=True) for v in vals]
+    _every_kind(tg, *ours).backward()
+    _every_kind(torch, *theirs).backward()
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-14)
+    assert rules.table.all(), _compiled(rules)      # each stop compiled one rule, then resumed
+
+
+def test_a_replay_compiles_its_kinds_rules_before_its_compiled_sweep(monkeypatch, compiled):
+    """A replay's compiled call runs the sweep with no stop to return at: every rule of
+    the recording's kinds is compiled first (a missing one would leave adjoints unswept)."""
+    rules = _fresh_rules(monkeypatch)
+    rng = np.random.default_rng(4)
+    vals = [rng.standard_normal(s) for s in ((3, 4), (4, 5), (5,))]
+    traced = tg.trace(lambda x, w, b: _every_kind(tg, x, w, b), *vals)
+    vals[0] = vals[0] + 0.25
+    theirs = [torch.tensor(v, requires_grad=True) for v in vals]
+    _every_kind(torch, *theirs).backward()
+    for g, t in zip(traced.grad(*vals), theirs):
+        np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-14)
+    assert rules.table.all(), _compiled(rules)
+
+
+def test_a_rule_asked_for_other_argument_types_is_refused_not_called():
+    """An address is only ever called with the types its kernel was compiled for: a table
+    asked to compile a rule for others (a float32 arena) raises instead."""
+    rules = indirect.Rules(reverse.RULES.kernels, reverse.RULES.example)
+    tape = tiny_tape()
+    single = tape[:-1] + (tape[-1].astype(np.float32),)
+    with pytest.raises(TypeError, match="internal error.*called with"):
+        rules.compile_into(0, np.int64(0), single, tape[-1], tape[-1], tape[1])
+    assert not rules.table.any()
+
+
+def _signatures(kernel):
+    """The signatures of ``kernel`` in its cache index: every one compiled from these
+    sources, by any process (the background compile included)."""
+    return [key[0] for key in kernel._cache._cache_file._load_index()]
+
+
+def test_no_kernel_is_compiled_twice_for_one_work(compiled):
+    """The sweep from the engine, from a replay and from a Jacobian's rows; the fused
+    kernels from the eager forward, a backward and a replay: one signature each."""
+    x = tg.tensor(np.linspace(0.1, 1, 600), requires_grad=True)
+    (x.sin() * x).sum().backward()                           # eager map, fused reverse
+    traced = tg.trace(lambda v: (v.sin() * v).sum(), np.linspace(0, 1, 600))
+    traced.grad(np.linspace(0, 2, 600))                      # fused forward, replay sweep
+    traced = tg.trace(lambda v: (v.sin() * v).sum(), np.linspace(0, 1, 6))
+    traced.grad(np.linspace(0, 2, 6))                        # value_and_grad's sweep
+    tg.autograd.functional.jacobian(lambda v: v.sin() * v, tg.tensor(np.ones(3)))
+    for kernel in (reverse.sweep, fused.map_part, fused.forward_part, fused.reverse_part):
+        assert len(_signatures(kernel)) == 1, (kernel, _signatures(kernel))
