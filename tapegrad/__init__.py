@@ -74,8 +74,9 @@ def _warm_in_background():
     from .autograd import engine, sweeps
     from .kernels import cold, fused
     from .replay import vector_replay
-    cold.warm_in_background(engine.FUSED, engine.REVERSE, vector_replay.REPLAY,
-                            vector_replay.VECTOR, sweeps.TANGENT, fused.PARALLEL)
+    cold.warm_in_background(engine.REVERSE, engine.FUSED, vector_replay.REPLAY,
+                            vector_replay.VECTOR, sweeps.TANGENT, engine.KIND_RULES,
+                            fused.PARALLEL)
 
 
 _warm_in_background()

@@ -25,7 +25,8 @@ from ..ops import rules
 from ..ops.table import BY_CODE
 from ..kernels import cold, fused
 from ..kernels.matmul import add_outer
-from ..kernels.reverse import CONSUMED, DONE, FUSE, HOOK, NAN, consume, sweep, sweep_compiling
+from ..kernels.reverse import (CONSUMED, DONE, FUSE, HOOK, NAN, RULES, consume, sweep,
+                               sweep_compiling)
 from ..kernels.threads import one_blas_thread
 
 
@@ -55,6 +56,9 @@ SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
 _FUNCTION = tp.CODE["function"]
 # a cold cache: these compile in the background, small tapes are swept by the twins
 REVERSE = cold.Group("reverse", (sweep, consume), "tapegrad.kernels.reverse:warm")
+# (a sweep compiles the rule of a kind it meets itself: this fills the cache for the next run)
+KIND_RULES = cold.Group("rules", RULES.kernels, "tapegrad.kernels.reverse:warm_rules",
+                        twins=False)
 FUSED = fused.FUSED
 
 

@@ -212,10 +212,15 @@ def compile_rules(tape, n, G, scratch, omap):
 
 
 def warm():
-    """Compile ``sweep``, ``consume`` and the rules for the engine's argument types
-    (``cold``'s background process): a tape of one unused entry."""
+    """Compile ``sweep`` and ``consume`` for the engine's argument types (``cold``'s
+    background process): a tape of one unused entry."""
     tape = tiny_tape()
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tape
     sweep(-1, tape, f, FLAGS, f, A, RULES.table, 1, -1, False, 0, False, 1)
     consume(0, OP, A, B, FLAGS, FLAGS, FLAGS)
+
+
+def warm_rules():
+    """Compile every kind's rule (``cold``'s background process, after the sweeps: a
+    sweep that meets a kind first compiles its rule itself, ``sweep_compiling``)."""
     RULES.compile_all()
