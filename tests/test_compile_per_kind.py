@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")
 
 
 def _every_kind(lib, x, w, b):
-    """A loss whose backward meets every kind the sweep calls a rule for."""
+    """A loss whose backward meets every kind (the sweep calls the rules of products,
+    broadcasts and reductions through their addresses)."""
     h = lib.tanh(x @ w + b)                                   # matmul, broadcast, ew
     s = lib.softmax(h, dim=1)                                 # softmax
     c = lib.cat([s, h[:, :1]], dim=1)                         # cat, index (a slice)
@@ -52,7 +53,7 @@ def test_a_sweep_compiles_the_rules_of_the_kinds_it_meets_and_no_others(monkeypa
     v = np.linspace(-1, 1, 7)
     x = tg.tensor(v, requires_grad=True)
     (x.sin() * x).sum().backward()
-    assert _compiled(rules) == {"elementwise.reverse", "reduce.reverse"}
+    assert _compiled(rules) == {"reduce.reverse"}
     xt = torch.tensor(v, requires_grad=True)
     (xt.sin() * xt).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-15, atol=0)

@@ -11,9 +11,7 @@ _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
-def reverse(i, tape, G, scratch, omap):
-    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
-    op = OP[i]
+def reverse(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G):
     a, b = A[i], B[i]
     c, c2, oi = C[i], C2[i], OFF[i]
     ga = wants(a, OP)

@@ -45,10 +45,8 @@ def forward(i, op, src, dst, META, IAUX, V):
 
 
 @njit(**_JIT)
-def reverse(i, tape, G, scratch, omap):
+def reverse(i, op, oa, oi, META, IAUX, V, G):
     """Add the input's adjoint: softmax r (g - <g, r>); log_softmax g - exp(r) sum(g)."""
-    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
-    op, oa, oi = OP[i], OFF[A[i]], OFF[i]
     outer, n, inner = _rows(META, IAUX, i)
     for p in range(outer):
         for q in range(inner):

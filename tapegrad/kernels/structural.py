@@ -60,8 +60,7 @@ def concatenate(i, OFF, META, IAUX, X, reached):
 
 
 @njit(**_JIT)
-def where_reverse(i, tape, G, scratch, omap):
-    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+def where_reverse(i, OP, A, B, OFF, META, IAUX, V, G):
     a, b, oi = A[i], B[i], OFF[i]
     cond = OFF[IAUX[extras_at(META, IAUX, i)]]
     for k in range(size_of(META, IAUX, i)):
@@ -73,8 +72,7 @@ def where_reverse(i, tape, G, scratch, omap):
 
 
 @njit(**_JIT)
-def gather_reverse(i, tape, G, scratch, omap):
-    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+def gather_reverse(i, A, OFF, META, IAUX, G, omap):
     m = META[i]
     nd = IAUX[m + 1]
     e = m + 2 + nd
@@ -111,8 +109,7 @@ def gather_reverse(i, tape, G, scratch, omap):
 
 
 @njit(**_JIT)
-def index_reverse(i, tape, G, scratch, omap):
-    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+def index_reverse(i, A, OFF, META, IAUX, G):
     e = extras_at(META, IAUX, i)
     oa, oi = OFF[A[i]], OFF[i]
     for k in range(size_of(META, IAUX, i)):
@@ -120,8 +117,7 @@ def index_reverse(i, tape, G, scratch, omap):
 
 
 @njit(**_JIT)
-def cat_reverse(i, tape, G, scratch, omap):
-    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+def cat_reverse(i, OFF, META, IAUX, G):
     e = extras_at(META, IAUX, i)
     outer, nin = IAUX[e], IAUX[e + 1]
     pos = OFF[i]
