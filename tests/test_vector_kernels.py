@@ -225,6 +225,9 @@ def test_fused_run_gradcheck_float64():
         assert abs(num - g[i]) <= 1e-6 * max(1.0, abs(num))
 
 
+_USED = [CODE[c] for c in ("sin", "mul", "tanh", "add", "exp", "pow")]
+
+
 def _run_args(n, m=6, seed=0):
     """A tape-like set of arrays for a fused run of m entries over n elements."""
     r = np.random.RandomState(seed)
@@ -237,7 +240,8 @@ def _run_args(n, m=6, seed=0):
     V = np.empty((m + 1) * n)
     V[:n] = r.uniform(-1, 1, n)
     ents = np.arange(1, m + 1, dtype=np.int64)
-    fused.forward_part(ents, m, OP, A, B, C, C, OFF, V, n, 0, 1)
+    fused.forward_part(ents, m, OP, A, B, C, C, OFF, V, n, fused.compile_blocks(fused.FWD, _USED),
+                       0, 1)
     G = np.zeros_like(V)
     G[m * n:] = r.uniform(-1, 1, n)
     return ents[::-1].copy(), m, OP, A, B, C, C, OFF, V, G, n
@@ -245,26 +249,28 @@ def _run_args(n, m=6, seed=0):
 
 @pytest.mark.parametrize("n", [1, fused.BLOCK - 1, 5 * fused.BLOCK + 3, 40_000])
 def test_parallel_kernels_equal_one_share_of_all(n):
+    # (the fused kernels call the ops' block rules through these tables)
+    _FWD, _REV = fused.compile_blocks(fused.FWD, _USED), fused.compile_blocks(fused.REV, _USED)
     ents, m, OP, A, B, C, C2, OFF, V, G, n = _run_args(n)
     Gs, Gp, Gk = G.copy(), G.copy(), G.copy()
     keep = np.zeros(m + 1, np.uint8)
-    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, 0, 1)
-    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, keep, 2)
+    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, _REV, 0, 1)
+    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, keep, _REV, 2)
     np.testing.assert_array_equal(Gs, Gp)
     # each entry's adjoint is zeroed once used up, unless kept; the leaf's is left
-    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, 0, 1)
+    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, _REV, 0, 1)
     np.testing.assert_array_equal(Gs[:n], Gk[:n])
     assert not Gs[n:].any() and Gk[m * n:].any()
     Vs, Vp = V.copy(), V.copy()
     asc = ents[::-1].copy()
-    fused.forward_part(asc, m, OP, A, B, C, C2, OFF, Vs, n, 0, 1)
-    fused.forward_parallel(asc, m, OP, A, B, C, C2, OFF, Vp, n, 2)
+    fused.forward_part(asc, m, OP, A, B, C, C2, OFF, Vs, n, _FWD, 0, 1)
+    fused.forward_parallel(asc, m, OP, A, B, C, C2, OFF, Vp, n, _FWD, 2)
     np.testing.assert_array_equal(Vs, Vp)
     x = V[:n]
     for code in (CODE["sin"], CODE["mul"], CODE["pow"]):
         outs = [np.empty(n), np.empty(n)]
-        fused.map_part(code, x, np.abs(x), True, 1.5, 0.0, outs[0], n, 0, 1)
-        fused.map_parallel(code, x, np.abs(x), True, 1.5, 0.0, outs[1], n, 2)
+        fused.map_part(code, x, np.abs(x), True, 1.5, 0.0, outs[0], n, _FWD, 0, 1)
+        fused.map_parallel(code, x, np.abs(x), True, 1.5, 0.0, outs[1], n, _FWD, 2)
         np.testing.assert_array_equal(outs[0], outs[1])
 
 

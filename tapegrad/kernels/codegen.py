@@ -201,26 +201,32 @@ def blocks_source():
     reads = {op.code: op.arity == 2 or "y" in _names(op.fwd) for op in EW_OPS}
     reads_y = ", ".join(str(reads.get(c, False)) for c in range(max(reads) + 1))
     out += ["", f"READS_Y = ({reads_y},)  # per elementwise op code: does it read y (C for a unary op)?"]
-    out += ["", "@njit(**_JIT)", "def ew_fwd_block(op, X, xo, Y, yo, V, ro, c2, n, T):",
-            '    """V[ro:ro+n] = op(X[xo:xo+n], Y[yo:yo+n])."""',
-            "    X, Y, R = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n]   # (indices k >= 0: no wraparound)"]
     temps = 1
-    for i, op in enumerate(EW_OPS):
-        out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
-        lines, n = _block([("R[k] =", op.fwd)])
+    fwd, rev = {}, {}
+    for op in EW_OPS:
+        fwd[op.code] = f"fwd_{op.name}"
+        out += ["", "", "@njit(**_JIT)", f"def fwd_{op.name}(X, xo, Y, yo, V, ro, c2, n, T):",
+                f'    """V[ro:ro+n] = {op.name}(X[xo:xo+n], Y[yo:yo+n])."""',
+                "    X, Y, R = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n]   # (k >= 0: no wraparound)"]
+        lines, k = _block([("R[k] =", op.fwd)], "    ")
         out += lines
-        temps = max(temps, n)
-    out += ["", "", "@njit(**_JIT)",
-            "def ew_rev_block(op, X, xo, Y, yo, V, G, ro, GX, gxo, GY, gyo, c2, n, T):",
-            '    """Add op\'s adjoint contributions from G[ro:ro+n] into GX[gxo:] and GY[gyo:]."""',
-            "    X, Y, R, GR = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n], G[ro:ro + n]",
-            "    GX, GY = GX[gxo:gxo + n], GY[gyo:gyo + n]"]
-    for i, op in enumerate(EW_OPS):
-        out.append(f"    {'if' if i == 0 else 'elif'} op == {op.code}:  # {op.name}")
-        targets = [("GX[k] +=", op.gx)] + ([("GY[k] +=", op.gy)] if op.gy else [])
-        lines, n = _block(targets)
+        temps = max(temps, k)
+        rev[op.code] = f"rev_{op.name}"
+        out += ["", "", "@njit(**_JIT)",
+                f"def rev_{op.name}(X, xo, Y, yo, V, G, ro, GX, gxo, GY, gyo, c2, n, T):",
+                f'    """Add {op.name}\'s adjoint contributions from G[ro:ro+n] into GX[gxo:], '
+                'GY[gyo:]."""',
+                "    X, Y, R, GR = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n], G[ro:ro + n]",
+                "    GX, GY = GX[gxo:gxo + n], GY[gyo:gyo + n]"]
+        lines, k = _block([("GX[k] +=", op.gx)] + ([("GY[k] +=", op.gy)] if op.gy else []),
+                          "    ")
         out += lines
-        temps = max(temps, n)
+        temps = max(temps, k)
+    for name, table in (("FWD_BLOCKS", fwd), ("REV_BLOCKS", rev)):
+        out += ["", "", "# per elementwise op code: its block rule (compiled when first used: "
+                "kernels.indirect)", f"{name} = ("]
+        out += [f"    {table.get(c, 'None')}," for c in range(max(table) + 1)]
+        out += [")"]
     out += ["", "", f"TEMPS = {temps}  # temporary blocks a rule needs, at most"]
     return "\n".join(out) + "\n"
 

@@ -27,8 +27,8 @@ import numpy as np
 from numba import njit, prange
 
 from .generated import EW_LAST, OP_CONST, SOURCE_FIRST, SOURCE_LAST
-from .generated_blocks import READS_Y, TEMPS, ew_fwd_block, ew_rev_block
-from . import cold
+from .generated_blocks import FWD_BLOCKS, READS_Y, REV_BLOCKS, TEMPS
+from . import cold, indirect
 from .layout import tiny_tape
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -109,6 +109,30 @@ def _adjoint(j, OP, G, OFF, k0, sink):
     return sink, 0
 
 
+def _example_blocks(reverse):
+    """Arguments of a block rule's types, as the fused kernels pass them."""
+    f, k = np.zeros(1), np.int64(0)
+    return (f, k, f, k, f, f, k, f, k, f, k, 0.0, k, f) if reverse else \
+        (f, k, f, k, f, k, 0.0, k, f)
+
+
+# each elementwise op's block rules, by op code, called through their addresses: an op's
+# rules compile when a launch first runs it (not every op's, with the fused kernels)
+FWD = indirect.Rules(FWD_BLOCKS, lambda: _example_blocks(False))
+REV = indirect.Rules(REV_BLOCKS, lambda: _example_blocks(True))
+_fwd, _rev = FWD.call, REV.call
+
+
+def compile_blocks(rules, ops):
+    """``rules.table``, the rules of the op codes ``ops`` compiled (or loaded from the
+    cache): before a launch that runs them."""
+    table = rules.table
+    for op in ops:
+        if not table[op]:
+            rules.compile_into(op, *rules.example())
+    return table
+
+
 @njit(**_JIT)
 def _share(n, t, parts):
     """The blocks [b0, b1) of the t-th of ``parts`` equal shares of n elements."""
@@ -118,11 +142,12 @@ def _share(n, t, parts):
 
 
 @njit(**_JIT)
-def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, t, parts):
+def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, rev, t, parts):
     """The fused reverse sweep of a run (``ents``: its live entries, last first) over the
     t-th of ``parts`` shares of its blocks.  The adjoint of each entry not marked in
     ``keep`` is zeroed once used (the engine keeps its adjoint arena zeroed between
-    backwards that way, instead of clearing all of it)."""
+    backwards that way, instead of clearing all of it).  ``rev``: ``REV.table``, the
+    rules of the run's ops compiled (``compile_blocks``)."""
     b0, b1 = _share(n, t, parts)     # (the parallel twins pass t as np.int64: prange's
     T = np.empty(TEMPS * BLOCK)      # index type would compile this kernel a second time)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
@@ -136,19 +161,19 @@ def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, t, parts):
             Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
             GX, gxo = _adjoint(a, OP, G, OFF, k0, sink)
             GY, gyo = _adjoint(b, OP, G, OFF, k0, sink)
-            ew_rev_block(op, X, xo, Y, yo, V, G, OFF[e] + k0, GX, gxo, GY, gyo, C2[e], w, T)
+            _rev(rev, op, (X, xo, Y, yo, V, G, OFF[e] + k0, GX, gxo, GY, gyo, C2[e], w, T))
             if not keep[e]:     # its adjoint is used up: leave the arena zero (still in cache)
                 G[OFF[e] + k0:OFF[e] + k0 + w] = 0.0
 
 
 @njit(parallel=True, **_JIT)
-def reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, threads):
+def reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, rev, threads):
     for t in prange(threads):
-        reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, np.int64(t), threads)
+        reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, rev, np.int64(t), threads)
 
 
 @njit(**_JIT)
-def forward_part(ents, m, OP, A, B, C, C2, OFF, V, n, t, parts):
+def forward_part(ents, m, OP, A, B, C, C2, OFF, V, n, fwd, t, parts):
     """The fused forward of a run over the t-th of ``parts`` shares of its blocks."""
     b0, b1 = _share(n, t, parts)
     T = np.empty(TEMPS * BLOCK)
@@ -161,13 +186,13 @@ def forward_part(ents, m, OP, A, B, C, C2, OFF, V, n, t, parts):
             op, a, b, c = np.int64(OP[e]), A[e], B[e], C[e]     # (map_part's op type)
             X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
             Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
-            ew_fwd_block(op, X, xo, Y, yo, V, OFF[e] + k0, C2[e], w, T)
+            _fwd(fwd, op, (X, xo, Y, yo, V, OFF[e] + k0, C2[e], w, T))
 
 
 @njit(parallel=True, **_JIT)
-def forward_parallel(ents, m, OP, A, B, C, C2, OFF, V, n, threads):
+def forward_parallel(ents, m, OP, A, B, C, C2, OFF, V, n, fwd, threads):
     for t in prange(threads):
-        forward_part(ents, m, OP, A, B, C, C2, OFF, V, n, np.int64(t), threads)
+        forward_part(ents, m, OP, A, B, C, C2, OFF, V, n, fwd, np.int64(t), threads)
 
 
 def launch(part, parallel, work, *args):
@@ -206,7 +231,7 @@ def launch(part, parallel, work, *args):
 
 # -- one elementwise op on whole arrays (the eager forward of a large array op) -----------
 @njit(**_JIT)
-def map_part(op, x, y, has_y, c, c2, out, n, t, parts):
+def map_part(op, x, y, has_y, c, c2, out, n, fwd, t, parts):
     b0, b1 = _share(n, t, parts)
     T = np.empty(TEMPS * BLOCK)
     cy = np.empty(BLOCK)
@@ -218,17 +243,17 @@ def map_part(op, x, y, has_y, c, c2, out, n, t, parts):
             Y, yo = cy, 0
             if READS_Y[op]:
                 cy[:w] = c
-        ew_fwd_block(op, x, k0, Y, yo, out, k0, c2, w, T)
+        _fwd(fwd, op, (x, k0, Y, yo, out, k0, np.float64(c2), w, T))
 
 
 @njit(parallel=True, **_JIT)
-def map_parallel(op, x, y, has_y, c, c2, out, n, threads):
+def map_parallel(op, x, y, has_y, c, c2, out, n, fwd, threads):
     for t in prange(threads):
-        map_part(op, x, y, has_y, c, c2, out, n, np.int64(t), threads)
+        map_part(op, x, y, has_y, c, c2, out, n, fwd, np.int64(t), threads)
 
 
 @njit(**_JIT)
-def map_single(op, x, y, has_y, c, c2, out, n):
+def map_single(op, x, y, has_y, c, c2, out, n, fwd):
     """``map_part`` over float32 arrays: each block is widened into float64 scratch,
     swept by the same float64 rule, and rounded once on the way out (what converting
     the whole arrays would give, without two fresh float64 arrays)."""
@@ -243,7 +268,7 @@ def map_single(op, x, y, has_y, c, c2, out, n):
                 yb[k] = y[k0 + k]
         elif READS_Y[op]:
             yb[:w] = c
-        ew_fwd_block(op, xb, 0, yb, 0, ob, 0, c2, w, T)
+        _fwd(fwd, op, (xb, np.int64(0), yb, np.int64(0), ob, np.int64(0), np.float64(c2), w, T))
         for k in range(w):
             out[k0 + k] = ob[k]
 
@@ -255,8 +280,9 @@ def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
     n = x.size
     has_y = y is not None
     FUSED.settle()
+    fwd = compile_blocks(FWD, (code,))
     launch(map_part, map_parallel, n if parallel else 0, code, x.reshape(-1),
-           (y if has_y else x).reshape(-1), has_y, c, c2, out.reshape(-1), n)
+           (y if has_y else x).reshape(-1), has_y, c, c2, out.reshape(-1), n, fwd)
     return out
 
 
@@ -265,23 +291,30 @@ def warm():
     process): the eager forward of one op, ``run_below`` and the fused reverse sweep, for
     the engine's argument types, over no elements."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
-    map_part(0, f, f, False, 0.0, 0.0, f, 0, 0, 1)
+    map_part(0, f, f, False, 0.0, 0.0, f, 0, FWD.table, 0, 1)
     run_below(-1, 0, 1, OP, A, B, META, IAUX, FLAGS, FLAGS, A)
-    reverse_part(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 0, 1)
+    reverse_part(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, REV.table, 0, 1)
+
+
+def warm_blocks():
+    """Compile every op's block rules (``cold``'s background process, near the end: a
+    launch compiles the rules of its ops itself, ``compile_blocks``)."""
+    FWD.compile_all()
+    REV.compile_all()
 
 
 def warm_vector():
     """Compile the fused forward (a replay over large arrays)."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
-    forward_part(A, 0, OP, A, B, C, C2, OFF, f, 0, 0, 1)
+    forward_part(A, 0, OP, A, B, C, C2, OFF, f, 0, FWD.table, 0, 1)
 
 
 def warm_parallel():
     """Compile the parallel twins of ``ew_into`` and of the fused sweeps."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
-    reverse_parallel(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, 1)
-    forward_parallel(A, 0, OP, A, B, C, C2, OFF, f, 0, 1)
-    map_parallel(0, f, f, False, 0.0, 0.0, f, 0, 1)
+    reverse_parallel(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, REV.table, 1)
+    forward_parallel(A, 0, OP, A, B, C, C2, OFF, f, 0, FWD.table, 1)
+    map_parallel(0, f, f, False, 0.0, 0.0, f, 0, FWD.table, 1)
 
 
 # a cold cache: these compile in the background (one share of the work runs meanwhile)
@@ -289,3 +322,5 @@ FUSED = cold.Group("fused", (map_part, run_below, reverse_part), "tapegrad.kerne
                    twins=False)
 PARALLEL = cold.Group("parallel", (map_parallel, reverse_parallel, forward_parallel),
                       "tapegrad.kernels.fused:warm_parallel", twins=False)
+BLOCKS = cold.Group("blocks", tuple(k for k in FWD_BLOCKS + REV_BLOCKS if k is not None),
+                    "tapegrad.kernels.fused:warm_blocks", twins=False)

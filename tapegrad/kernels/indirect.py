@@ -12,13 +12,15 @@ only ever called with the types its kernel was compiled for (``compile_into`` ty
 arguments the sweep passes, once per kind).  The addresses are data passed at each call,
 never constants in the cached code, so they need no fixing up in another process.
 
-``rule(table, slot, args)`` is the call: in compiled code a call through
-``table[slot]``.  A sweep run by Python (its twin while it compiles, ``cold``) is passed
-``Rules.twin_table`` instead, and runs the twin of the slot's kernel.
+``Rules.call(table, slot, args)`` is the call: in compiled code a call through
+``table[slot]``, checked when it compiles to pass the table's types.  A sweep run by
+Python (its twin while it compiles, ``cold``) is passed ``Rules.twin_table`` instead,
+and runs the twin of the slot's kernel.
 """
 import numba
 import numpy as np
 from numba import types
+from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
 
 from . import cold
@@ -39,40 +41,50 @@ def _call_at(typingctx, address, args):
 
 
 class Rules:
-    """The addresses of one sweep's rules (``kernels``: the rule of each slot), for one
-    set of argument types, those of ``example()``'s arguments.  ``table[slot]`` is 0
-    until the slot's kernel is compiled."""
+    """The addresses of one sweep's rules (``kernels``: the rule of each slot, or None),
+    for one set of argument types, those of ``example()``'s arguments.  ``table[slot]``
+    is 0 until the slot's kernel is compiled.  ``call(table, slot, args)`` is the call in
+    compiled code (bound to a module-level name there)."""
 
     def __init__(self, kernels, example):
         self.kernels = kernels
         self.example = example
         self.table = np.zeros(len(kernels), np.int64)
         self.twin_table = _TwinTable(self)
+        self.call = _caller(self)
+
+    def types(self):
+        if not hasattr(self, "_sig"):
+            self._sig = _abi(tuple(numba.typeof(a) for a in self.example()))
+        return self._sig
 
     def compile_into(self, slot, *args):
         """Compile (or load from the cache) the kernel of ``slot`` for the types of
-        ``args``, the arguments the sweep passes it, and enter its address."""
+        ``args`` (the table's), and enter its address."""
         if self.table[slot]:
             return
         kernel = self.kernels[slot]
         sig = tuple(numba.typeof(a) for a in args)
-        if sig != self._types():
+        if _abi(sig) != self.types():
             raise TypeError(f"tapegrad internal error: {kernel.py_func.__name__} called with "
-                            f"{sig}, its table's types are {self._types()}")
+                            f"{sig}, its table's types are {self.types()}")
         kernel.compile(sig)
         found = kernel.overloads[sig]
         self.table[slot] = found.library.get_pointer_to_function(found.fndesc.llvm_func_name)
 
-
-    def _types(self):
-        if not hasattr(self, "_sig"):
-            self._sig = tuple(numba.typeof(a) for a in self.example())
-        return self._sig
-
     def compile_all(self):
-        for slot in range(len(self.kernels)):
-            self.compile_into(slot, *self.example())
+        for slot, kernel in enumerate(self.kernels):
+            if kernel is not None:
+                self.compile_into(slot, *self.example())
         return self.table
+
+
+def _abi(tys):
+    """Types as a call passes them: a read-only array is passed as a writable one (the
+    same fields; a rule only reads what it is given read-only)."""
+    return tuple(_abi(t.types) if isinstance(t, types.BaseTuple) else
+                 t.copy(readonly=False) if isinstance(t, types.Array) and not t.mutable else t
+                 for t in tys)
 
 
 class _TwinTable:
@@ -88,14 +100,21 @@ class _TwinTable:
         return 1
 
 
-def rule(rules, slot, args):
-    """Run by Python (a twin's sweep, ``rules`` a ``_TwinTable``): the twin of the
-    slot's kernel on ``args``."""
-    cold.twin(rules.kernels[slot])(*args)
+def _caller(rules):
+    """``call(table, slot, args)`` for ``rules``: run by Python (a twin's sweep, ``table``
+    a ``_TwinTable``), the twin of the slot's kernel; compiled, a call through
+    ``table[slot]``, which compiles only where ``args`` have the table's types (a call
+    with others would pass its arguments where the kernel does not look for them)."""
+    def call(table, slot, args):
+        cold.twin(table.kernels[slot])(*args)
 
+    @overload(call, inline="always")
+    def _compiled(table, slot, args):
+        if _abi(tuple(args.types)) != rules.types():
+            raise TypingError(f"a rule called with {args.types}: its table's types are "
+                              f"{rules.types()}")
 
-@overload(rule, inline="always")
-def _rule_compiled(rules, slot, args):
-    def impl(rules, slot, args):
-        _call_at(rules[slot], args)
-    return impl
+        def impl(table, slot, args):
+            _call_at(table[slot], args)
+        return impl
+    return call

@@ -32,6 +32,7 @@ NEVER = 1 << 62         # a size no entry reaches (no host products, no fused ru
 _KINDS = {"reduce": reduce.reverse, "matmul": matmul.reverse, "broadcast": broadcast.reverse}
 RULES = indirect.Rules(tuple(_KINDS.values()),
                        lambda: (lambda t: (np.int64(0), t, t[-1], t[-1], t[1]))(tiny_tape()))
+_rule = RULES.call
 SLOT = np.full(max(hi for _, hi in BANDS.values()) + 1, -1, np.int8)
 for _slot, _kind in enumerate(_KINDS):
     SLOT[BANDS[_kind][0]:BANDS[_kind][1] + 1] = _slot
@@ -67,7 +68,7 @@ def sweep(top, tape, G, live, scratch, omap, rules, host_min, hooked_done, check
                           lo, prune, fuse_min)
         if status != RULE:
             return status, i
-        indirect.rule(rules, SLOT[tape[0][i]], (i, tape, G, scratch, omap))
+        _rule(rules, SLOT[tape[0][i]], (i, tape, G, scratch, omap))
         if check_nan and nan_in_inputs(i, tape[0], tape[1], tape[2], tape[5], tape[6], tape[7],
                                        G):
             return NAN, i

@@ -91,8 +91,9 @@ def run_forward(r):
         if seg[0] == "run":
             ents, n = seg[1], seg[2]
             VECTOR.settle()
+            fwd = fused.compile_blocks(fused.FWD, set(r.OP[ents].tolist()))
             fused.launch(fused.forward_part, fused.forward_parallel, n * len(ents), ents,
-                         len(ents), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, n)
+                         len(ents), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, n, fwd)
         elif seg[0] == "blas":
             _blas_forward(r, seg[1])
         else:
@@ -127,8 +128,9 @@ def reverse(r, out):
             n = r.size(i)
             m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.META, r.IAUX, r.FLAGS, live,
                                      ents)
+            rev = fused.compile_blocks(fused.REV, set(r.OP[ents[:m]].tolist()))
             fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, r.OP,
-                         r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep)
+                         r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep, rev)
         elif status == HOST and MATMUL_FIRST <= r.OP[i] <= MATMUL_LAST:
             host_matmul(r, i, G)
             live[r.A[i]] = live[r.B[i]] = 1

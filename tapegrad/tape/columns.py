@@ -58,6 +58,12 @@ class Layout:
         return self.V[o:o + self.size(i)].reshape(self.shape(i)).copy()
 
     def arrays(self):
-        """The arrays the compiled sweeps read, as one value (``kernels.layout.TAPE``)."""
+        """The arrays the compiled sweeps read, as one value (``kernels.layout.TAPE``).
+        Values released after a backward are shared read-only zeros: the sweeps get
+        writable zeros instead (a read-only array is another type to Numba: the sweep
+        would compile a second time, for a backward that reads no value)."""
+        V = self.V
+        if not V.flags.writeable:
+            V = np.zeros(V.shape[0])
         return (self.OP, self.A, self.B, self.C, self.C2, self.OFF, self.META, self.IAUX,
-                self.FLAGS, self.V)
+                self.FLAGS, V)
