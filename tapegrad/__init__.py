@@ -76,7 +76,7 @@ def _warm_in_background():
     from .replay import vector_replay
     cold.warm_in_background(engine.REVERSE, engine.FUSED, vector_replay.REPLAY,
                             vector_replay.VECTOR, sweeps.TANGENT, engine.KIND_RULES,
-                            fused.BLOCKS, fused.PARALLEL)
+                            vector_replay.FORWARD_RULES, fused.BLOCKS, fused.PARALLEL)
 
 
 _warm_in_background()

@@ -16,6 +16,7 @@ from numba.core.errors import TypingError
 import tapegrad as tg
 from tapegrad.autograd import engine, sweeps
 from tapegrad.kernels import fused, indirect, reverse
+from tapegrad.kernels import replay as replay_kernels
 from tapegrad.kernels.layout import tiny_tape
 from tapegrad.ops.table import CODE
 from tapegrad.replay import record, vector_replay
@@ -42,9 +43,12 @@ def compiled(monkeypatch):
         monkeypatch.setattr(group, "ready", True)
 
 
-def _fresh_rules(monkeypatch):
-    fresh = indirect.Rules(reverse.RULES.kernels, reverse.RULES.example)
-    monkeypatch.setattr(reverse, "RULES", fresh)
+def _fresh_rules(monkeypatch, forward=False):
+    """A fresh table for the reverse sweep's rules (or the forward's): none compiled."""
+    module, name = (replay_kernels, "FORWARD_RULES") if forward else (reverse, "RULES")
+    old = getattr(module, name)
+    fresh = indirect.Rules(old.kernels, old.example)
+    monkeypatch.setattr(module, name, fresh)
     return fresh
 
 
@@ -82,9 +86,10 @@ def test_every_kind_met_for_the_first_time_mid_sweep_gives_pytorchs_gradients(mo
 
 
 def test_a_replay_compiles_its_kinds_rules_before_its_compiled_sweep(monkeypatch, compiled):
-    """A replay's compiled call runs the sweep with no stop to return at: every rule of
+    """A replay's compiled call runs the sweeps with no stop to return at: every rule of
     the recording's kinds is compiled first (a missing one would leave adjoints unswept)."""
     rules = _fresh_rules(monkeypatch)
+    forward_rules = _fresh_rules(monkeypatch, forward=True)
     rng = np.random.default_rng(4)
     vals = [rng.standard_normal(s) for s in ((3, 4), (4, 5), (5,))]
     traced = tg.trace(lambda x, w, b: _every_kind(tg, x, w, b), *vals)
@@ -93,7 +98,25 @@ def test_a_replay_compiles_its_kinds_rules_before_its_compiled_sweep(monkeypatch
     _every_kind(torch, *theirs).backward()
     for g, t in zip(traced.grad(*vals), theirs):
         np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-14)
-    assert rules.table.all(), _compiled(rules)
+    assert rules.table.all() and forward_rules.table.all(), _compiled(forward_rules)
+
+
+def test_a_replay_over_large_arrays_compiles_each_kind_where_its_forward_meets_it(
+        monkeypatch, compiled):
+    """Over large arrays a replay runs in segments from Python: its forward stops at the
+    first entry of a kind whose rule is not compiled, compiles it and goes on."""
+    forward_rules = _fresh_rules(monkeypatch, forward=True)
+    rng = np.random.default_rng(5)
+    vals = [rng.standard_normal(s) for s in ((300, 40), (40, 30), (30,))]
+    f = lambda lib, x, w, b: (lib.tanh(x @ w + b) * 0.5).sum()      # noqa: E731
+    traced = tg.trace(lambda x, w, b: f(tg, x, w, b), *vals)
+    assert traced.records[0].vector
+    vals[1] = vals[1] * 1.5
+    theirs = [torch.tensor(v, requires_grad=True) for v in vals]
+    f(torch, *theirs).backward()
+    for g, t in zip(traced.grad(*vals), theirs):
+        np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-13)
+    assert _compiled(forward_rules) >= {"broadcast.forward", "reduce.forward"}
 
 
 def test_a_rule_asked_for_other_argument_types_is_refused_not_called():

@@ -74,7 +74,9 @@ def _rows(out, x, y, op):
 
 
 @njit(**_JIT)
-def forward(i, op, A, B, OFF, META, IAUX, V):
+def forward(i, tape, omap):
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+    op = OP[i]
     s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = loops(i, META, IAUX)
     oa, ob, k = OFF[A[i]], OFF[B[i]], OFF[i]
     for i0 in range(s0):

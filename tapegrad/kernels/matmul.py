@@ -85,8 +85,9 @@ def _mm(X, xa, Y, yb, ysk, ysn, O, go, M, K, N):
 
 
 @njit(**_JIT)
-def forward(i, A, B, OFF, META, IAUX, V):
+def forward(i, tape, omap):
     """A replay's product: the eager product's sums (``_mm``)."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     nb, M, K, N, ysk, ysn = dims(i, META, IAUX)
     oa, ob, oi = OFF[A[i]], OFF[B[i]], OFF[i]
     for bt in range(nb):

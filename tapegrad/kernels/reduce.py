@@ -106,7 +106,9 @@ def sum_into(X, xa, Y, yo, nin, nout, o, rows=0):
 
 
 @njit(**_JIT)
-def forward(i, op, A, OFF, META, IAUX, V, omap):
+def forward(i, tape, omap):
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+    op = OP[i]
     nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
     o = omap
     if op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM:

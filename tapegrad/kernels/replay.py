@@ -9,27 +9,52 @@ three for many points at once, in parallel over the points.
 import numpy as np
 from numba import njit, prange
 
-from . import broadcast, matmul, reduce, softmax, structural
-from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST,
-                        COMPARE_LAST, EW_LAST, GATHER_FIRST, HOST_FIRST, HOST_LAST, INDEX_LAST,
-                        MATMUL_FIRST, MATMUL_LAST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST,
-                        SOFTMAX_FIRST, SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_FIRST,
-                        STOP_LAST, cmp_fwd, ew_fwd)
+from . import broadcast, indirect, matmul, reduce, reverse, softmax, structural
+from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAST, GATHER_FIRST,
+                        HOST_FIRST, HOST_LAST, INDEX_LAST, OP_WHERE, SOFTMAX_FIRST, SOFTMAX_LAST,
+                        SOURCE_FIRST, SOURCE_LAST, STOP_FIRST, STOP_LAST, cmp_fwd, ew_fwd)
 from .layout import extras_at, size_of, tiny_tape
-from .reverse import DONE, HOST, RULES, sweep_all
+from .reverse import COMPILE, DONE, HOST, RULE, sweep_all
+from ..ops.table import BANDS
 
 _JIT = dict(cache=True, error_model="numpy")
 # guard kinds: a value equals what the recording saw; a truth value; an argmax / argmin
 G_EQUAL, G_TRUTH, G_ARGMAX, G_ARGMIN = 0, 1, 2, 3
+# the large kinds' forward rules, called through their addresses (``indirect``: each
+# compiles when a forward first meets its kind); SLOT[op]: the slot of op's rule, or -1
+_KINDS = {"reduce": reduce.forward, "matmul": matmul.forward, "broadcast": broadcast.forward}
+FORWARD_RULES = indirect.Rules(tuple(_KINDS.values()),
+                               lambda: (lambda t: (np.int64(0), t, t[1]))(tiny_tape()))
+_rule = FORWARD_RULES.call
+SLOT = np.full(max(hi for _, hi in BANDS.values()) + 1, -1, np.int8)
+for _slot, _kind in enumerate(_KINDS):
+    SLOT[BANDS[_kind][0]:BANDS[_kind][1] + 1] = _slot
 
 
 @njit(**_JIT)
-def forward(schedule, tape, omap):
-    """Recompute the entries of ``schedule`` (increasing entry indices) in order.
-    Returns ``(DONE, -1)``, or ``(HOST, i)`` at a host entry (a custom Function, which
-    has no compiled forward)."""
+def forward(schedule, tape, omap, rules):
+    """Recompute the entries of ``schedule`` (increasing entry indices) in order; the
+    rules of products, broadcasts and reductions are called through ``rules``
+    (``FORWARD_RULES.table``, as the reverse sweep's).  Returns ``(DONE, -1)``,
+    ``(HOST, i)`` at a host entry i (a custom Function, which has no compiled forward),
+    or ``(COMPILE, p)`` at ``schedule[p]``, of a kind whose rule is not compiled yet
+    (``forward_compiling``)."""
+    p = 0
+    while True:
+        status, k = _walk(schedule, p, tape, omap, rules)
+        if status != RULE:
+            return status, k
+        _rule(rules, SLOT[tape[0][schedule[k]]], (schedule[k], tape, omap))
+        p = k + 1
+
+
+@njit(inline="always", **_JIT)
+def _walk(schedule, start, tape, omap, rules):
+    """``forward``'s loop from ``schedule[start]`` up to an entry whose rule is called
+    through its address, ``(RULE, p)`` (as the reverse sweep's ``_walk``)."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
-    for i in schedule:
+    for p in range(start, schedule.shape[0]):
+        i = schedule[p]
         op = OP[i]
         if SOURCE_FIRST <= op <= SOURCE_LAST:
             continue
@@ -51,18 +76,16 @@ def forward(schedule, tape, omap):
             structural.where_forward(i, A, B, C, OFF, META, IAUX, V)
         elif GATHER_FIRST <= op <= INDEX_LAST or STOP_FIRST <= op <= STOP_LAST:
             structural.move(i, op, a, OFF, META, IAUX, V, omap, C)
-        elif REDUCE_FIRST <= op <= REDUCE_LAST:
-            reduce.forward(i, op, A, OFF, META, IAUX, V, omap)
-        elif MATMUL_FIRST <= op <= MATMUL_LAST:
-            matmul.forward(i, A, B, OFF, META, IAUX, V)
         elif CAT_FIRST <= op <= CAT_LAST:
             structural.concatenate(i, OFF, META, IAUX, V, V[:0] == 0.0)
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.forward(i, op, OFF[a], oi, META, IAUX, V)
-        elif BROADCAST_FIRST <= op <= BROADCAST_LAST:
-            broadcast.forward(i, op, A, B, OFF, META, IAUX, V)
         elif HOST_FIRST <= op <= HOST_LAST:
             return HOST, i
+        elif SLOT[op] >= 0:
+            if rules[SLOT[op]] == 0:
+                return COMPILE, p
+            return RULE, p
     return DONE, -1
 
 
@@ -105,12 +128,12 @@ def guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
 
 @njit(**_JIT)
 def value_and_grad(x, ins, out, schedule, tape, G, live, scratch, omap, GK, GE, GS, GN, GV,
-                   grad, rules):
+                   grad, rules, frules):
     """One replayed gradient in one call: load ``x`` (the inputs' values, flattened and
     concatenated) into the inputs' entries, recompute, check the guards, sweep back
     from entry ``out`` and write the inputs' adjoints into ``grad``.  Returns False (and
-    computes nothing more) if a guard fails.  ``rules``: the sweep's, every one of the
-    recording's kinds compiled (``reverse.compile_rules``)."""
+    computes nothing more) if a guard fails.  ``rules``, ``frules``: the sweep's and the
+    forward's, every one of the recording's kinds compiled (``compile_rules``)."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     pos = 0
     for e in ins:
@@ -118,7 +141,7 @@ def value_and_grad(x, ins, out, schedule, tape, G, live, scratch, omap, GK, GE, 
         for k in range(size_of(META, IAUX, e)):
             V[o + k] = x[pos]
             pos += 1
-    status, _ = forward(schedule, tape, omap)
+    status, _ = forward(schedule, tape, omap, frules)
     if status != DONE or not guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
         return False
     for i in schedule:                  # clear what the last sweep left
@@ -144,7 +167,7 @@ def value_and_grad(x, ins, out, schedule, tape, G, live, scratch, omap, GK, GE, 
 
 @njit(parallel=True, **_JIT)
 def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV, values, grads,
-               ok, rules, threads):
+               ok, rules, frules, threads):
     """Value and gradient at each row of ``X`` (the inputs' values, flattened and
     concatenated), the rows split over ``threads``: ``values[r]`` the output (``outs[0]``'s
     first element), ``grads[r]`` the adjoints of ``wants``, ``ok[r]`` whether the guards
@@ -169,7 +192,7 @@ def grad_batch(X, ins, outs, wants, schedule, tape, max_size, GK, GE, GS, GN, GV
                 for k in range(size_of(META, IAUX, e)):
                     Vr[OFF[e] + k] = X[r, pos]
                     pos += 1
-            forward(schedule, tr, omap)
+            forward(schedule, tr, omap, frules)
             ok[r] = guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, Vr)
             values[r] = Vr[OFF[top]]
             if wants.shape[0] == 0:             # values only (value_batch)
@@ -194,7 +217,34 @@ def warm():
     tape = tiny_tape()
     i, f = tape[1], tape[-1]
     none, nothing = np.zeros(0, np.int64), np.zeros(0)
-    forward(none, tape, i)
+    forward(none, tape, i, FORWARD_RULES.table)
     guards_hold(none, none, none, none, nothing, i, i, i, f)
     value_and_grad(f, i, 0, none, tape, f, tape[8], f, i, none, none, none, none,
-                   nothing, f, RULES.table)
+                   nothing, f, reverse.RULES.table, FORWARD_RULES.table)
+
+
+def warm_rules():
+    """Compile every kind's forward rule (``cold``'s background process, near the end)."""
+    FORWARD_RULES.compile_all()
+
+
+def forward_compiling(run, schedule, tape, omap):
+    """``run`` (``forward``, or its twin) over ``schedule``, compiling each kind's rule
+    (or loading it from the cache) where it first meets the kind, and resuming there."""
+    rules = FORWARD_RULES.table if run is forward else FORWARD_RULES.twin_table
+    while True:
+        status, k = run(schedule, tape, omap, rules)
+        if status != COMPILE:
+            return status, k
+        FORWARD_RULES.compile_into(SLOT[tape[0][schedule[k]]], np.int64(0), tape, omap)
+        schedule = schedule[k:]
+
+
+def compile_rules(tape, n, G, scratch, omap):
+    """Compile the forward and reverse rules of every kind of the ``n`` entries of
+    ``tape``: before a compiled replay (``value_and_grad``, ``grad_batch``), whose sweeps
+    have no stop to return to Python at."""
+    reverse.compile_rules(tape, n, G, scratch, omap)
+    for slot in np.unique(SLOT[tape[0][:n]]).tolist():
+        if slot >= 0:
+            FORWARD_RULES.compile_into(slot, np.int64(0), tape, omap)

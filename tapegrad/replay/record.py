@@ -9,8 +9,10 @@ replay kernels then read and write.
 import numpy as np
 
 from ..grad_mode import STATE, enable_grad
-from ..kernels.replay import forward, guards_hold, value_and_grad
-from ..kernels.reverse import compile_rules, rules_for
+from ..kernels import replay as replay_kernels
+from ..kernels.replay import (compile_rules, forward, forward_compiling, guards_hold,
+                              value_and_grad)
+from ..kernels.reverse import rules_for
 from ..kernels.reverse import DONE
 from ..tape import COLUMNS, CONSUMED, Layout, Tape
 from ..tensor import Tensor, from_array
@@ -91,8 +93,8 @@ class Record(Layout):
             self.GK, self.GE, self.GS, self.GN, self.GV, self.OFF, self.META, self.IAUX, self.V)
 
     def _forward(self):
-        return REPLAY.pick(forward, self.nv + self.n, (1,))(self.schedule, self.arrays(),
-                                                            self.omap)
+        return forward_compiling(REPLAY.pick(forward, self.nv + self.n, (1,)), self.schedule,
+                                 self.arrays(), self.omap)
 
     def value_and_grad(self, x, grad):
         """Replay at the flat inputs ``x`` and write d(output)/d(inputs) into ``grad``
@@ -109,7 +111,10 @@ class Record(Layout):
         if run is value_and_grad and not self._rules:
             compile_rules(self.arrays(), self.n, self.G, self.scratch, self.omap)
             self._rules = True
-        return run(x, *args, grad, rules_for(run, value_and_grad))
+        twin = run is not value_and_grad
+        frules = replay_kernels.FORWARD_RULES
+        return run(x, *args, grad, rules_for(run, value_and_grad),
+                   frules.twin_table if twin else frules.table)
 
     def _vector_value_and_grad(self, x, grad):
         V, OFF, pos = self.V, self.OFF, 0

@@ -15,8 +15,8 @@ import numba
 import numpy as np
 
 from ..autograd import sweeps
-from ..kernels.replay import grad_batch
-from ..kernels.reverse import DONE, RULES, compile_rules, sweep, sweep_compiling
+from ..kernels.replay import FORWARD_RULES, compile_rules, grad_batch
+from ..kernels.reverse import DONE, RULES, sweep, sweep_compiling
 from ..tensor import Tensor, _leaf, from_array
 from . import dask_batch
 from .background import compile_later
@@ -300,7 +300,8 @@ class Traced:
         with _BATCH:              # (one parallel launch at a time: it takes every core)
             grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64), wants,
                        r.schedule, r.arrays(), r.max_size, r.GK, r.GE, r.GS, r.GN, r.GV, values,
-                       grads, ok, RULES.table, max(1, min(numba.get_num_threads(), nb)))
+                       grads, ok, RULES.table, FORWARD_RULES.table,
+                       max(1, min(numba.get_num_threads(), nb)))
         return values, grads, ok
 
     def _point(self, arrays, p):

@@ -12,8 +12,9 @@ import numpy as np
 
 from ..autograd.engine import FUSED, HOST_MIN_MACS, REVERSE, host_matmul
 from ..kernels import cold, fused
+from ..kernels import replay as replay_kernels
 from ..kernels.generated import EW_LAST, MATMUL_FIRST, MATMUL_LAST, SOURCE_FIRST, SOURCE_LAST
-from ..kernels.replay import forward, guards_hold, value_and_grad
+from ..kernels.replay import forward, forward_compiling, guards_hold, value_and_grad
 from ..kernels.threads import one_blas_thread
 from ..kernels.reverse import DONE, FUSE, HOST, sweep, sweep_compiling
 from ..tape import y_blocks
@@ -28,6 +29,9 @@ REPLAY = cold.Group("replay", (forward, guards_hold, value_and_grad),
                     "tapegrad.kernels.replay:warm")
 VECTOR = cold.Group("vector", (fused.forward_part,), "tapegrad.kernels.fused:warm_vector",
                     twins=False)
+# (a forward compiles the rule of a kind it meets itself: this fills the cache for later)
+FORWARD_RULES = cold.Group("forward-rules", replay_kernels.FORWARD_RULES.kernels,
+                           "tapegrad.kernels.replay:warm_rules", twins=False)
 
 
 def is_vector(r):
@@ -97,7 +101,8 @@ def run_forward(r):
         elif seg[0] == "blas":
             _blas_forward(r, seg[1])
         else:
-            status, _ = REPLAY.pick(forward, r.nv + r.n, (1,))(seg[1], r.arrays(), r.omap)
+            status, _ = forward_compiling(REPLAY.pick(forward, r.nv + r.n, (1,)), seg[1],
+                                          r.arrays(), r.omap)
             if status != DONE:
                 return status
     return DONE
