@@ -12,7 +12,7 @@ from ..grad_mode import STATE, enable_grad
 from ..kernels import replay as replay_kernels
 from ..kernels.replay import (compile_rules, forward, forward_compiling, guards_hold,
                               value_and_grad)
-from ..kernels.reverse import rules_for
+from ..kernels import reverse as reverse_kernels
 from ..kernels.reverse import DONE
 from ..tape import COLUMNS, CONSUMED, Layout, Tape
 from ..tensor import Tensor, from_array
@@ -56,7 +56,7 @@ class Record(Layout):
         self.ins_arr = np.array(self.ins, np.int64)
         self.n_in = sum(self.size(e) for e in self.ins)
         self._kargs = None
-        self._rules = False      # the sweep's rules of its kinds compiled (value_and_grad)
+        self._tables = None      # the sweeps' rules tables, its kinds compiled (value_and_grad)
         self.segments = None                 # (schedule, its segments): large arrays
         self.in_run = None                   # entries in fused runs (their adjoints: kept 0)
         self.vector = vector_replay.is_vector(self)
@@ -108,13 +108,16 @@ class Record(Layout):
                                   self.G, self.live, self.scratch, self.omap, self.GK,
                                   self.GE, self.GS, self.GN, self.GV)
         run = REPLAY.pick(value_and_grad, self.nv + self.n, (4, 5, 6, 14))
-        if run is value_and_grad and not self._rules:
-            compile_rules(self.arrays(), self.n, self.G, self.scratch, self.omap)
-            self._rules = True
-        twin = run is not value_and_grad
-        frules = replay_kernels.FORWARD_RULES
-        return run(x, *args, grad, rules_for(run, value_and_grad),
-                   frules.twin_table if twin else frules.table)
+        if run is value_and_grad:
+            tables = self._tables
+            if tables is None:  # (the rules of the recording's kinds: compiled first)
+                compile_rules(self.arrays(), self.n, self.G, self.scratch, self.omap)
+                tables = self._tables = (reverse_kernels.RULES.table,
+                                         replay_kernels.FORWARD_RULES.table)
+        else:                   # (the twin: the rules' twins)
+            tables = (reverse_kernels.RULES.twin_table,
+                      replay_kernels.FORWARD_RULES.twin_table)
+        return run(x, *args, grad, *tables)
 
     def _vector_value_and_grad(self, x, grad):
         V, OFF, pos = self.V, self.OFF, 0
