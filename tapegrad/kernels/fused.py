@@ -279,8 +279,8 @@ def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
     cores if the array is large enough and ``parallel``)."""
     n = x.size
     has_y = y is not None
+    fwd = compile_blocks(FWD, (code,))    # (meanwhile the background compiles FUSED)
     FUSED.settle()
-    fwd = compile_blocks(FWD, (code,))
     launch(map_part, map_parallel, n if parallel else 0, code, x.reshape(-1),
            (y if has_y else x).reshape(-1), has_y, c, c2, out.reshape(-1), n, fwd)
     return out

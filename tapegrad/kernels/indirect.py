@@ -64,6 +64,9 @@ class Rules:
         if self.table[slot]:
             return
         kernel = self.kernels[slot]
+        if not hasattr(kernel, "compile"):      # (Numba's JIT switched off: a function)
+            self.table[slot] = 1
+            return
         sig = tuple(numba.typeof(a) for a in args)
         if _abi(sig) != self.types():
             raise TypeError(f"tapegrad internal error: {kernel.py_func.__name__} called with "
@@ -93,7 +96,6 @@ class _TwinTable:
     the table, every rule compiled (or loaded from the cache the background filled)."""
 
     def __init__(self, rules):
-        self.kernels = rules.kernels
         self.for_compiled = rules.compile_all
 
     def __getitem__(self, slot):
@@ -102,11 +104,13 @@ class _TwinTable:
 
 def _caller(rules):
     """``call(table, slot, args)`` for ``rules``: run by Python (a twin's sweep, ``table``
-    a ``_TwinTable``), the twin of the slot's kernel; compiled, a call through
+    a ``_TwinTable``), the twin of the slot's kernel (with Numba's JIT switched off, the
+    kernel, a function); compiled, a call through
     ``table[slot]``, which compiles only where ``args`` have the table's types (a call
     with others would pass its arguments where the kernel does not look for them)."""
     def call(table, slot, args):
-        cold.twin(table.kernels[slot])(*args)
+        kernel = rules.kernels[slot]       # (a table when Numba's JIT is switched off)
+        (cold.twin(kernel) if isinstance(table, _TwinTable) else kernel)(*args)
 
     @overload(call, inline="always")
     def _compiled(table, slot, args):
