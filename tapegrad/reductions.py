@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from . import dtypes, tracing
+from .autograd import engine
 from .grad_mode import STATE
 from .kernels import reduce as reduce_kernels
 from .ops.table import CODE
@@ -70,7 +71,7 @@ def _sum_kept(arr, dims, dtype=None):
     o = _NO_MAP if nout == 1 or rows else np.broadcast_to(
         np.arange(nout, dtype=np.int64).reshape(kept), arr.shape).reshape(-1)
     out = np.empty(nout)
-    reduce_kernels.sum_into(x, 0, out, 0, x.size, nout, o, rows)
+    _sum_into(x, 0, out, 0, x.size, nout, o, rows)
     return out.reshape(kept).astype(dtype or arr.dtype, copy=False)
 
 
@@ -78,8 +79,14 @@ def _sum_all(arr):
     """The float64 sum of all of float array ``arr``'s values, in ``sum_into``'s order."""
     x = np.ascontiguousarray(arr, np.float64).reshape(-1)
     out = np.empty(1)
-    reduce_kernels.sum_into(x, 0, out, 0, x.size, 1, _NO_MAP, 0)
+    _sum_into(x, 0, out, 0, x.size, 1, _NO_MAP, 0)
     return out[0]
+
+
+def _sum_into(*args):
+    """``kernels.reduce.sum_into``, or its twin while a cold cache compiles the sweeps
+    (``kernels.cold``: the first sum of a script waits for no compile)."""
+    engine.REVERSE.pick(reduce_kernels.sum_into, args[4], (2,))(*args)
 
 
 def _all(x, total, code):

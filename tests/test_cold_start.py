@@ -97,6 +97,26 @@ def test_every_path_under_the_twins_gives_one_answer_and_pytorchs(op, monkeypatc
     every_path(op)
 
 
+def test_an_eager_sum_under_the_twin_is_the_compiled_sum_bit_for_bit(monkeypatch):
+    """A script's first sums of large arrays wait for no compile: the summation kernel's
+    twin gives its results bit for bit (and PyTorch's to rounding)."""
+    v = np.random.default_rng(7).standard_normal((300, 70))
+
+    def sums():
+        x = tapegrad.tensor(v)
+        return [x.sum().numpy(), x.sum(0).numpy(), x.mean(1).numpy()]
+    compiled = sums()
+    twins = _Twins(compiled_on_fallback=False)
+    picked = []
+    monkeypatch.setattr(twins, "pick", lambda kernel, work, writes: picked.append(kernel) or
+                        _Twins.pick(twins, kernel, work, writes))
+    monkeypatch.setattr(engine, "REVERSE", twins)
+    for a, b, t in zip(sums(), compiled, (v.sum(), v.sum(0), v.mean(1))):
+        assert a.tobytes() == b.tobytes()
+        np.testing.assert_allclose(a, t, rtol=1e-12)
+    assert [k.py_func.__name__ for k in picked] == ["sum_into"] * 3
+
+
 def test_the_twin_copies_back_only_what_it_changed():
     """A kernel's twin writes into copies of the arrays it writes; only the elements it
     changed reach the caller's arrays (another thread may be recording meanwhile)."""
