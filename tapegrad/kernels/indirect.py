@@ -24,6 +24,7 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic, overload
 
 from . import cold
+from ..ops.table import BANDS
 
 
 @intrinsic
@@ -38,6 +39,15 @@ def _call_at(typingctx, address, args):
         context.call_conv.call_function(builder, fn, types.none, argtys, values)
         return context.get_dummy_value()
     return types.none(address, args), codegen
+
+
+def slots(kinds):
+    """Per op code, the slot of its kind's rule among ``kinds`` (kind names, in slot
+    order; the op table's bands), or -1."""
+    slot = np.full(max(hi for _, hi in BANDS.values()) + 1, -1, np.int8)
+    for k, kind in enumerate(kinds):
+        slot[BANDS[kind][0]:BANDS[kind][1] + 1] = k
+    return slot
 
 
 class Rules:

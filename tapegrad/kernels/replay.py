@@ -15,7 +15,6 @@ from .generated import (CAT_FIRST, CAT_LAST, COMPARE_FIRST, COMPARE_LAST, EW_LAS
                         SOURCE_FIRST, SOURCE_LAST, STOP_FIRST, STOP_LAST, cmp_fwd, ew_fwd)
 from .layout import extras_at, size_of, tiny_tape
 from .reverse import COMPILE, DONE, HOST, RULE, sweep_all
-from ..ops.table import BANDS
 
 _JIT = dict(cache=True, error_model="numpy")
 # guard kinds: a value equals what the recording saw; a truth value; an argmax / argmin
@@ -26,9 +25,7 @@ _KINDS = {"reduce": reduce.forward, "matmul": matmul.forward, "broadcast": broad
 FORWARD_RULES = indirect.Rules(tuple(_KINDS.values()),
                                lambda: (lambda t: (np.int64(0), t, t[1]))(tiny_tape()))
 _rule = FORWARD_RULES.call
-SLOT = np.full(max(hi for _, hi in BANDS.values()) + 1, -1, np.int8)
-for _slot, _kind in enumerate(_KINDS):
-    SLOT[BANDS[_kind][0]:BANDS[_kind][1] + 1] = _slot
+SLOT = indirect.slots(_KINDS)
 
 
 @njit(**_JIT)

@@ -5,10 +5,10 @@ to the first, adding each entry's adjoint contributions into its inputs' adjoint
 Adjoints live in ``G``, an arena with the same layout as the value arena ``V``.
 Nothing here knows a Python object, and nothing raises: the engine validates first.
 Each kind's rule is in the kind's own module (``elementwise``, ``structural``,
-``reduce``, ``matmul``, ``softmax``, ``broadcast``), all with one signature; the sweep
-calls the large ones through their address (``indirect``: each compiles when a sweep
-first meets its kind, not with the sweep) and the small ones directly (a call
-through an address passes the tape's arrays field by field: 20-50 ns an entry).
+``reduce``, ``matmul``, ``softmax``, ``broadcast``).  The sweep calls the large ones
+(``_KINDS``, one signature) through their address (``indirect``: each compiles when a
+sweep first meets its kind, not with the sweep) and the small ones directly, each with
+only the arrays it reads.
 """
 import numpy as np
 from numba import njit
@@ -19,7 +19,6 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST,
                         SOURCE_FIRST, SOURCE_LAST, ew_grad)
 from .layout import extras_at, size_of, tiny_tape
-from ..ops.table import BANDS
 
 _JIT = dict(cache=True, error_model="numpy")
 DONE, CONSUMED, HOST, HOOK, NAN, FUSE, COMPILE = 0, 1, 2, 3, 4, 5, 6      # how a sweep ended
@@ -33,9 +32,7 @@ _KINDS = {"reduce": reduce.reverse, "matmul": matmul.reverse, "broadcast": broad
 RULES = indirect.Rules(tuple(_KINDS.values()),
                        lambda: (lambda t: (np.int64(0), t, t[-1], t[-1], t[1]))(tiny_tape()))
 _rule = RULES.call
-SLOT = np.full(max(hi for _, hi in BANDS.values()) + 1, -1, np.int8)
-for _slot, _kind in enumerate(_KINDS):
-    SLOT[BANDS[_kind][0]:BANDS[_kind][1] + 1] = _slot
+SLOT = indirect.slots(_KINDS)
 
 
 @njit(**_JIT)
@@ -57,8 +54,8 @@ def sweep(top, tape, G, live, scratch, omap, rules, host_min, hooked_done, check
     anomaly mode (``check_nan``) when entry i's backward left a NaN in an input's
     adjoint; ``(FUSE, i)`` at an elementwise entry of at least ``fuse_min`` elements,
     which the caller sweeps with the run below it by the fused kernels; ``(COMPILE, i)``
-    at the first entry of a kind whose rule is not compiled yet (``compile_rule``, then
-    resume at i with the same ``hooked_done``).  ``prune``: an input of a concatenation
+    at the first entry of a kind whose rule is not compiled yet (``sweep_compiling``
+    compiles it and resumes at i with the same ``hooked_done``).  ``prune``: an input of a concatenation
     whose adjoint stays zero is not marked (a Jacobian row seeds one element of a
     stacked output: only that element's subgraph is swept).  (No argument has a default:
     a call that left one out would compile the sweep a second time.)"""
