@@ -4,7 +4,8 @@ Each feature runs in a child of its own, measured inside it with perf_counter
 (interpreter start-up excluded), as in
     import time; t=time.perf_counter(); import tapegrad as tg; ...; y.backward()
 Features: ``scalar`` (x*x + sin(x) at 2.0, backward), ``array`` (sum(sin(v) * v) over
-100,000 values, backward), ``replay`` (a traced function's first ``grad``; JAX: a
+1,000 values, backward), ``large_array`` (the same over 100,000 values: tapegrad's fused
+kernels), ``replay`` (a traced function's first ``grad``; JAX: a
 jitted ``value_and_grad``), ``compiled`` (``trace(...).compile()`` then ``grad``),
 ``forward`` (``autograd.functional.jvp``; JAX: ``jvp``), ``create_graph`` (the second
 derivative by ``grad(..., create_graph=True)``; JAX: ``grad(grad)``).  A framework without
@@ -34,18 +35,22 @@ from ..harness import Config, Impl
 NAME = "first_gradient"
 FRAMEWORKS = ("tapegrad", "torch", "jax", "autograd")
 SIZES, QUICK_SIZES = ("cold", "warm"), ("warm",)
-FEATURES, QUICK_FEATURES = ("scalar", "array", "replay", "compiled", "forward",
+FEATURES, QUICK_FEATURES = ("scalar", "array", "large_array", "replay", "compiled", "forward",
                             "create_graph"), ("scalar",)
 XLABEL = None
 ROOT = Path(__file__).resolve().parents[2]
-_N = 100_000
+_N = {"array": 1_000, "large_array": 100_000}
+_ARRAY = ("import numpy as np;import {{mod}} as tg;"
+          "x=tg.tensor(np.linspace(0,1,{n}),requires_grad=True);y=(x.sin()*x).sum();"
+          "y.backward();v,g=y.item(),x.grad.sum().item()")
+_JAX_ARRAY = ("import jax;import jax.numpy as jnp;"
+              "v,g=jax.value_and_grad(lambda x:(jnp.sin(x)*x).sum())(jnp.linspace(0,1,{n}));"
+              "v,g=float(v),float(g.sum())")
 # PyTorch's API: tapegrad and torch alike ({mod})
 _TORCH_API = {
     "scalar": "import {mod} as tg;x=tg.tensor(2.0,requires_grad=True);y=x*x+x.sin();"
               "y.backward();v,g=y.item(),x.grad.item()",
-    "array": "import numpy as np;import {mod} as tg;"
-             f"x=tg.tensor(np.linspace(0,1,{_N}),requires_grad=True);y=(x.sin()*x).sum();"
-             "y.backward();v,g=y.item(),x.grad.sum().item()",
+    **{k: _ARRAY.format(n=n) for k, n in _N.items()},
     "forward": "import {mod} as tg;v,g=tg.autograd.functional.jvp(lambda x:x*x+x.sin(),"
                "tg.tensor(2.0),tg.tensor(1.0));v,g=v.item(),g.item()",
     "create_graph": "import {mod} as tg;x=tg.tensor(2.0,requires_grad=True);y=x*x+x.sin();"
@@ -62,9 +67,7 @@ SNIPPETS = {
                  "compiled": _TRACED.format(compile=".compile()")},
     "torch": {k: s.format(mod="torch") for k, s in _TORCH_API.items()},
     "jax": {"scalar": _JAX_F + "v,g=jax.value_and_grad(f)(2.0);v,g=float(v),float(g)",
-            "array": "import jax;import jax.numpy as jnp;"
-                     f"v,g=jax.value_and_grad(lambda x:(jnp.sin(x)*x).sum())(jnp.linspace(0,1,{_N}));"
-                     "v,g=float(v),float(g.sum())",
+            **{k: _JAX_ARRAY.format(n=n) for k, n in _N.items()},
             "replay": _JAX_F.replace("f=lambda x:x*x+jnp.sin(x)",
                                      "f=lambda a:(a*a).sum()+jnp.sin(a).sum()")
                       + "v,g=jax.jit(jax.value_and_grad(f))(jnp.full(5,2.0));"
@@ -97,8 +100,8 @@ def configs(kind, quick):
 
 def reference(cfg):
     feature = cfg.params["feature"]
-    if feature == "array":
-        v = np.linspace(0, 1, _N)
+    if feature in _N:
+        v = np.linspace(0, 1, _N[feature])
         return float(np.sum(np.sin(v) * v)), float(np.sum(np.cos(v) * v + np.sin(v)))
     if feature in ("replay", "compiled"):
         return 5 * (4 + np.sin(2.0)), 5 * (4 + np.cos(2.0))
