@@ -48,6 +48,9 @@ def _programs(m):
         "select": lambda x: rows(x)[0] + rows(x)[:, 1].sum(),
         "split": lambda x: m.cat([p * (k + 1.0) for k, p in enumerate(x.split(3))]),
         "unbind": lambda x: m.stack([p * 2.0 for p in rows(x).unbind(0)]),
+        # 0-d pieces of a vector (the sweeps move one element inline)
+        "elements": lambda x: m.stack([x[k] * (k % 5 + 1.0) for k in range(0, x.shape[0], 3)]),
+        "pieces": lambda x: m.stack([p * p for p in x]),
         "squeeze": lambda x: x.reshape(1, -1, 1).squeeze() + x.unsqueeze(0).squeeze(0),
         "clone": lambda x: x.clone() * x,
         "to_copy": lambda x: x.to(m.float32).to(m.float64) * 2.0,

@@ -69,12 +69,14 @@ def _walk(schedule, start, tape, omap, rules):
                 x = V[oa + k] if a >= 0 else c
                 y = V[ob + k] if b >= 0 else c
                 V[oi + k] = ew_fwd(op, x, y, c2) if op <= EW_LAST else cmp_fwd(op, x, y)
+        elif structural.is_element(i, op, META, IAUX):     # (before the calls: inline)
+            V[oi] = V[structural.element_at(i, a, OFF, META, IAUX)]
         elif op == OP_WHERE:
             structural.where_forward(i, A, B, C, OFF, META, IAUX, V)
         elif GATHER_FIRST <= op <= INDEX_LAST or STOP_FIRST <= op <= STOP_LAST:
             structural.move(i, op, a, OFF, META, IAUX, V, omap, C)
         elif CAT_FIRST <= op <= CAT_LAST:
-            structural.concatenate(i, OFF, META, IAUX, V, V[:0] == 0.0)
+            structural.concatenate(i, OFF, META, IAUX, V, FLAGS[:0])
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.forward(i, op, OFF[a], oi, META, IAUX, V)
         elif HOST_FIRST <= op <= HOST_LAST:

@@ -109,6 +109,8 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
                 return FUSE, i
             else:
                 elementwise.reverse(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G)
+        elif structural.is_element(i, op, META, IAUX):     # (before the calls: inline)
+            G[structural.element_at(i, a, OFF, META, IAUX)] += G[OFF[i]]
         elif GATHER_FIRST <= op <= GATHER_LAST:
             structural.gather_reverse(i, A, OFF, META, IAUX, G, omap)
         elif RESHAPE_FIRST <= op <= RESHAPE_LAST:

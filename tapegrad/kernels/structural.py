@@ -12,6 +12,22 @@ from .layout import extras_at, offsets, pad4, size_of, wants
 _JIT = dict(cache=True, error_model="numpy")
 
 
+@njit(inline="always", **_JIT)
+def is_element(i, op, META, IAUX):
+    """Is entry i a gather of one element (``x[k]`` of a vector, a piece of ``unbind``)?
+    The sweeps move such an element themselves, inline (``element_at``): on a scalar
+    tape, a call of ``move`` or ``gather_reverse`` cost more than the move (a replay of
+    ``x[k]`` entries ran 6x slower).  (Two helpers: one that returned the offset or -1
+    was not folded into the sweeps' loops, and kept most of the cost.)"""
+    return GATHER_FIRST <= op <= GATHER_LAST and IAUX[META[i] + 1] == 0
+
+
+@njit(inline="always", **_JIT)
+def element_at(i, a, OFF, META, IAUX):
+    """The arena offset of the element that one-element gather i reads."""
+    return OFF[a] + IAUX[META[i] + 2]
+
+
 @njit(**_JIT)
 def move(i, op, a, OFF, META, IAUX, X, omap, C):
     """X at entry i = X at its input a moved as the entry's kind moves elements (a
@@ -19,14 +35,13 @@ def move(i, op, a, OFF, META, IAUX, X, omap, C):
     tangent sweep.  A copy into float32 (``C[i] == 32``) rounds, as PyTorch's values and
     tangents are rounded there."""
     oi, n = OFF[i], size_of(META, IAUX, i)
-    if GATHER_FIRST <= op <= GATHER_LAST:
+    if is_element(i, op, META, IAUX):
+        X[oi] = X[element_at(i, a, OFF, META, IAUX)]
+    elif GATHER_FIRST <= op <= GATHER_LAST:
         m = META[i]
         nd = IAUX[m + 1]
         e = m + 2 + nd
         base = OFF[a] + IAUX[e]
-        if nd == 0:
-            X[oi] = X[base]
-            return
         offsets(IAUX, m + 2, e + 1, nd, omap)
         for k in range(n):
             X[oi + k] = X[base + omap[k]]
@@ -45,7 +60,9 @@ def move(i, op, a, OFF, META, IAUX, X, omap, C):
 @njit(**_JIT)
 def concatenate(i, OFF, META, IAUX, X, reached):
     """X at concatenation entry i from X at its inputs; an input with ``reached[buf]``
-    False (no tangent reaches it; an empty ``reached``: all do) contributes zeros."""
+    zero (no tangent reaches it: the tangent sweep's ``has``; an empty ``reached``: all
+    do) contributes zeros.  (``reached`` is read as it is: a mask made per entry would
+    cost an allocation per entry, and one of the tape's length in the tangent sweep.)"""
     e = extras_at(META, IAUX, i)
     outer, nin = IAUX[e], IAUX[e + 1]
     pos = OFF[i]
@@ -53,7 +70,7 @@ def concatenate(i, OFF, META, IAUX, X, reached):
         for j in range(nin):
             buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
             src = OFF[buf] + o * inner
-            ok = reached.shape[0] == 0 or reached[buf]
+            ok = reached.shape[0] == 0 or reached[buf] != 0
             for q in range(inner):
                 X[pos + q] = X[src + q] if ok else 0.0
             pos += inner
@@ -73,14 +90,12 @@ def where_reverse(i, OP, A, B, OFF, META, IAUX, V, G):
 
 @njit(**_JIT)
 def gather_reverse(i, A, OFF, META, IAUX, G, omap):
+    """(Not for one element: the sweep adds that one itself, ``is_element``.)"""
     m = META[i]
     nd = IAUX[m + 1]
     e = m + 2 + nd
     base = OFF[A[i]] + IAUX[e]
     oi = OFF[i]
-    if nd == 0:            # one element (x[i] of a vector): no offset map
-        G[base] += G[oi]
-        return
     if nd <= 4:            # nested loops, no offset map (a broadcast bias: rows of a sum)
         s0, s1, s2, s3 = pad4(IAUX, m + 2, nd, 1)
         t0, t1, t2, t3 = pad4(IAUX, e + 1, nd, 0)

@@ -59,6 +59,8 @@ def tangent(lo, hi, tape, T, has, scratch, omap):
             elementwise.tangent(i, op, A, B, C, C2, OFF, META, IAUX, V, T, has)
         elif op == OP_WHERE:
             structural.where_tangent(i, A, B, OFF, META, IAUX, V, T, has)
+        elif structural.is_element(i, op, META, IAUX):     # (inline: cheaper than a call)
+            T[oi] = T[structural.element_at(i, a, OFF, META, IAUX)]
         elif GATHER_FIRST <= op <= INDEX_LAST:
             structural.move(i, op, a, OFF, META, IAUX, T, omap, C)
         elif REDUCE_FIRST <= op <= REDUCE_LAST:
@@ -70,7 +72,7 @@ def tangent(lo, hi, tape, T, has, scratch, omap):
         elif BROADCAST_FIRST <= op <= BROADCAST_LAST:
             broadcast.tangent(i, op, A, B, OFF, META, IAUX, V, T, has)
         elif CAT_FIRST <= op <= CAT_LAST:
-            structural.concatenate(i, OFF, META, IAUX, T, has != 0)
+            structural.concatenate(i, OFF, META, IAUX, T, has)
     return DONE, -1
 
 
