@@ -145,11 +145,23 @@ def main(argv=None):
     kernel_loop = _median(lambda: [rb.value_and_grad(p, flat) for p in X], 5)
     batch = _median(lambda: trb.grad_batch(X), 5)
     import numba
-    rows += [(f"batch of {points} points, n={n}", "grad_batch vs grad() loop",
-              f"{loop / batch:.2f}x", f"{numba.get_num_threads()} threads; loop "
-              f"{loop * 1e3:.1f} ms, batch {batch * 1e3:.1f} ms"),
-             (f"batch of {points} points, n={n}", "grad_batch vs kernel loop",
-              f"{kernel_loop / batch:.2f}x", f"kernel-only loop {kernel_loop * 1e3:.1f} ms")]
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        batch_1 = _median(lambda: trb.grad_batch(X), 5)
+    finally:
+        numba.set_num_threads(threads)
+    one = _median(lambda: rb.value_and_grad(X[0], flat), 200)
+    where = f"batch of {points} points, n={n}"
+    rows += [(where, "grad_batch vs grad() loop", f"{loop / batch:.2f}x",
+              f"{threads} threads; loop {loop * 1e3:.1f} ms, batch {batch * 1e3:.1f} ms"),
+             (where, "grad_batch vs kernel loop", f"{kernel_loop / batch:.2f}x",
+              f"kernel-only loop {kernel_loop * 1e3:.1f} ms"),
+             (where, f"grad_batch 1 -> {threads} threads", f"{batch_1 / batch:.2f}x",
+              f"1 thread {batch_1 * 1e3:.1f} ms"),
+             (where, "per point / one replay", f"{batch_1 / points / one:.2f}x",
+              f"1 thread: {batch_1 / points * 1e6:.2f} us a point; one interpreted "
+              f"replay (kernel) {one * 1e6:.2f} us")]
 
     print(f"{'workload':30} {'what':26} {'figure':>14}  note")
     for w, what, fig, note in rows:
