@@ -167,7 +167,7 @@ def _block(targets, indent="        "):
     and a vector call over it, then one loop for the rules."""
     hoist, rules = _Hoist(0), []
     for store, rule in targets:
-        tree = hoist.visit(ast.parse(_jit_expr(rule), mode="eval"))
+        tree = hoist.visit(ast.parse(_inline(rule), mode="eval"))
         rules.append((store, ast.unparse(tree)))
     out = [f"{indent}t{j}s = T[{j} * n:{j + 1} * n]" for j in range(len(hoist.calls))]
 

@@ -17,10 +17,9 @@ import math
 
 
 def sigmoid(x):
-    if x >= 0.0:
-        return 1.0 / (1.0 + math.exp(-x))
-    e = math.exp(x)
-    return e / (1.0 + e)
+    """PyTorch's formula (0 below about -709, where exp(-x) overflows): one exp, so the
+    fused kernels call it on whole blocks."""
+    return 1.0 / (1.0 + math.exp(-x))
 
 
 def softplus(x):
@@ -31,9 +30,11 @@ def softplus(x):
 
 
 def softplus_grad(x):
+    """PyTorch's: exp(x) / (exp(x) + 1) up to the threshold."""
     if x > 20.0:
         return 1.0
-    return sigmoid(x)
+    e = math.exp(x)
+    return e / (e + 1.0)
 
 
 def relu(x):
