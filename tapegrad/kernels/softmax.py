@@ -33,12 +33,16 @@ def forward(i, op, src, dst, META, IAUX, V):
                 if x > top or x != x:
                     top = x
             s = 0.0
-            for j in range(n):
-                s += math.exp(V[src + base + j * inner] - top)
-            if op == OP_SOFTMAX:
+            if op == OP_SOFTMAX:      # each exp once: kept in the output, then divided
                 for j in range(n):
-                    V[dst + base + j * inner] = math.exp(V[src + base + j * inner] - top) / s
+                    e = math.exp(V[src + base + j * inner] - top)
+                    V[dst + base + j * inner] = e
+                    s += e
+                for j in range(n):
+                    V[dst + base + j * inner] /= s
             else:
+                for j in range(n):
+                    s += math.exp(V[src + base + j * inner] - top)
                 lse = math.log(s)
                 for j in range(n):
                     V[dst + base + j * inner] = V[src + base + j * inner] - top - lse

@@ -280,14 +280,15 @@ class _Tape:
                 take = em.tmp(f"fcmp ugt double {x}, {top}")
                 top = em.tmp(f"select i1 {take}, double {x}, double {top}")
             s = const(0.0)
+            z, e = {}, {}
             for k in row:
-                z = em.tmp(f"fsub double {src[k]}, {top}")
-                s = em.tmp(f"fadd double {s}, {em.math('exp', [z])}")
+                z[k] = em.tmp(f"fsub double {src[k]}, {top}")
+                e[k] = em.math("exp", [z[k]])
+                s = em.tmp(f"fadd double {s}, {e[k]}")
             lse = em.math("log", [s]) if log else None
-            for k in row:
-                z = em.tmp(f"fsub double {src[k]}, {top}")
-                out[k] = (em.tmp(f"fsub double {z}, {lse}") if log else
-                          em.tmp(f"fdiv double {em.math('exp', [z])}, {s}"))
+            for k in row:             # (each exp once, as the interpreter's rule)
+                out[k] = (em.tmp(f"fsub double {z[k]}, {lse}") if log else
+                          em.tmp(f"fdiv double {e[k]}, {s}"))
         return out
 
     def _matmul(self, i, X, Y):
