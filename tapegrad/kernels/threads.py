@@ -17,7 +17,6 @@ So tapegrad sets ``GOMP_SPINCOUNT=10000`` unless the user chose (``OMP_WAIT_POLI
 ``GOMP_SPINCOUNT`` set).  libgomp reads it once, when it is loaded: importing PyTorch
 before tapegrad loads it first, with the user's environment as it was then.
 """
-import contextlib
 import ctypes
 import os
 import threading
@@ -78,29 +77,33 @@ BLAS_PARALLEL_MIN = 1 << 23   # multiply-adds from which a product keeps BLAS's 
 # ... unless libgomp spins long (LONG_SPIN): a 512-wide MLP step took 10-14 ms, 6 ms on one
 
 
-@contextlib.contextmanager
-def one_blas_thread(macs=0):
-    """BLAS on the calling thread alone inside, for a product of fewer than
-    ``BLAS_PARALLEL_MIN`` multiply-adds (the previous count back after the last caller
-    leaves; any thread may enter)."""
-    if macs >= BLAS_PARALLEL_MIN and not LONG_SPIN:
-        yield
-        return
-    if not _BLAS:
-        _BLAS.append(_openblas())
-    blas = _BLAS[0]
-    if blas is None:
-        yield
-        return
-    with _BLAS_LOCK:
-        if _BLAS_HELD[0] == 0:
-            _BLAS_HELD[1] = blas[0]()
-            blas[1](1)
-        _BLAS_HELD[0] += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS_HELD[0] -= 1
-            if _BLAS_HELD[0] == 0:
-                blas[1](_BLAS_HELD[1])
+class one_blas_thread:
+    """``with one_blas_thread(macs):`` BLAS on the calling thread alone inside, for a
+    product of fewer than ``BLAS_PARALLEL_MIN`` multiply-adds (the previous count back
+    after the last caller leaves; any thread may enter).  (A class, not a generator:
+    it is entered at every product, and a generator's context manager cost 2 us.)"""
+    __slots__ = ("blas",)
+
+    def __init__(self, macs=0):
+        self.blas = None
+        if macs < BLAS_PARALLEL_MIN or LONG_SPIN:
+            if not _BLAS:
+                _BLAS.append(_openblas())
+            self.blas = _BLAS[0]
+
+    def __enter__(self):
+        blas = self.blas
+        if blas is not None:
+            with _BLAS_LOCK:
+                if _BLAS_HELD[0] == 0:
+                    _BLAS_HELD[1] = blas[0]()
+                    blas[1](1)
+                _BLAS_HELD[0] += 1
+
+    def __exit__(self, *exc):
+        blas = self.blas
+        if blas is not None:
+            with _BLAS_LOCK:
+                _BLAS_HELD[0] -= 1
+                if _BLAS_HELD[0] == 0:
+                    blas[1](_BLAS_HELD[1])
