@@ -1,10 +1,10 @@
 """Replay of recordings over large arrays: fused runs, both cores, BLAS.
 
-A recording with an elementwise entry of at least ``RUN_MIN`` values or a large matrix
-product replays from Python in a few segments instead of one compiled call: its
-schedule is cut into runs of elementwise entries of one size (evaluated block by block
-by the fused forward kernel, as the backward sweeps them), matrix products of at least
-``HOST_MIN_MACS`` multiply-adds (NumPy's BLAS), and the rest (the compiled forward).  The reverse sweep
+A recording whose largest buffer reaches ``RUN_MIN`` values replays from Python
+in a few segments instead of one compiled call: its schedule is cut into runs of
+elementwise entries of one size (evaluated block by block by the fused forward kernel,
+as the backward sweeps them), matrix products of at least ``HOST_MIN_MACS``
+multiply-adds (NumPy's BLAS), and the rest (the compiled forward).  The reverse sweep
 stops at the same runs and products.  Per segment this costs a few microseconds of
 Python; per element it saves a pass over memory per entry.
 """
@@ -35,9 +35,7 @@ FORWARD_RULES = cold.Group("forward-rules", replay_kernels.FORWARD_RULES.kernels
 
 
 def is_vector(r):
-    """Does ``r`` replay in segments: has it a fused run or a BLAS product?  (A recording
-    of scalar code over a long input vector has neither: one compiled call replays it.)"""
-    return r.max_size >= RUN_MIN and any(seg[0] != "plain" for seg in segments(r))
+    return r.max_size >= RUN_MIN
 
 
 def _macs(r, e):
