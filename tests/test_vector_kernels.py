@@ -240,7 +240,7 @@ def _run_args(n, m=6, seed=0):
     V = np.empty((m + 1) * n)
     V[:n] = r.uniform(-1, 1, n)
     ents = np.arange(1, m + 1, dtype=np.int64)
-    fused.forward_part(ents, m, OP, A, B, C, C, OFF, V, n, fused.compile_blocks(fused.FWD, _USED),
+    fused.forward_part(ents, m, OP, A, B, C, C, OFF, V, n, fused.FWD.compile_slots(_USED),
                        0, 1)
     G = np.zeros_like(V)
     G[m * n:] = r.uniform(-1, 1, n)
@@ -250,7 +250,7 @@ def _run_args(n, m=6, seed=0):
 @pytest.mark.parametrize("n", [1, fused.BLOCK - 1, 5 * fused.BLOCK + 3, 40_000])
 def test_parallel_kernels_equal_one_share_of_all(n):
     # (the fused kernels call the ops' block rules through these tables)
-    _FWD, _REV = fused.compile_blocks(fused.FWD, _USED), fused.compile_blocks(fused.REV, _USED)
+    _FWD, _REV = fused.FWD.compile_slots(_USED), fused.REV.compile_slots(_USED)
     ents, m, OP, A, B, C, C2, OFF, V, G, n = _run_args(n)
     Gs, Gp, Gk = G.copy(), G.copy(), G.copy()
     keep = np.zeros(m + 1, np.uint8)

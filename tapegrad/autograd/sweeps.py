@@ -56,7 +56,7 @@ def jacobian_rows(t, outs, wants):
     run = TANGENT.pick(reverse_rows, n_out * (t.nv + t.n), (5, 6, 11))
     scratch, omap = _work(t)
     if run is reverse_rows:
-        compile_rules(t.arrays(), t.n, G, scratch, omap)
+        compile_rules(t.OP, t.n)
     status, _ = run(0, n_out, np.array(outs, np.int64), max(outs), t.arrays(), G, live,
                     scratch, omap, NO_HOST, np.array(wants, np.int64), J,
                     rules_for(run, reverse_rows))

@@ -41,7 +41,7 @@ def ew_array(op, x, y=None, c=0.0, c2=0.0, parallel=True):
         out = np.empty_like(x)
         fused.map_single(op, x.reshape(-1), (x if y is None else y).reshape(-1),
                          y is not None, c, c2, out.reshape(-1), x.size,
-                         fused.compile_blocks(fused.FWD, (op,)))
+                         fused.FWD.compile_slots((op,)))
         return out
     if dt.char != "d" or not x.flags.c_contiguous or \
             (y is not None and (y.dtype.char != "d" or not y.flags.c_contiguous)):

@@ -117,20 +117,11 @@ def _example_blocks(reverse):
 
 
 # each elementwise op's block rules, by op code, called through their addresses: an op's
-# rules compile when a launch first runs it (not every op's, with the fused kernels)
+# rules compile when a launch first runs it (``FWD.compile_slots(ops)`` before a launch),
+# not every op's with the fused kernels
 FWD = indirect.Rules(FWD_BLOCKS, lambda: _example_blocks(False))
 REV = indirect.Rules(REV_BLOCKS, lambda: _example_blocks(True))
 _fwd, _rev = FWD.call, REV.call
-
-
-def compile_blocks(rules, ops):
-    """``rules.table``, the rules of the op codes ``ops`` compiled (or loaded from the
-    cache): before a launch that runs them."""
-    table = rules.table
-    for op in ops:
-        if not table[op]:
-            rules.compile_into(op, *rules.example())
-    return table
 
 
 @njit(**_JIT)
@@ -147,7 +138,7 @@ def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, rev, t, parts):
     t-th of ``parts`` shares of its blocks.  The adjoint of each entry not marked in
     ``keep`` is zeroed once used (the engine keeps its adjoint arena zeroed between
     backwards that way, instead of clearing all of it).  ``rev``: ``REV.table``, the
-    rules of the run's ops compiled (``compile_blocks``)."""
+    rules of the run's ops compiled (``REV.compile_slots``)."""
     b0, b1 = _share(n, t, parts)     # (the parallel twins pass t as np.int64: prange's
     T = np.empty(TEMPS * BLOCK)      # index type would compile this kernel a second time)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
@@ -279,7 +270,7 @@ def ew_into(code, x, y, c, out, c2=0.0, parallel=True):
     cores if the array is large enough and ``parallel``)."""
     n = x.size
     has_y = y is not None
-    fwd = compile_blocks(FWD, (code,))    # (meanwhile the background compiles FUSED)
+    fwd = FWD.compile_slots((code,))    # (meanwhile the background compiles FUSED)
     FUSED.settle()
     launch(map_part, map_parallel, n if parallel else 0, code, x.reshape(-1),
            (y if has_y else x).reshape(-1), has_y, c, c2, out.reshape(-1), n, fwd)
@@ -298,7 +289,7 @@ def warm():
 
 def warm_blocks():
     """Compile every op's block rules (``cold``'s background process, near the end: a
-    launch compiles the rules of its ops itself, ``compile_blocks``)."""
+    launch compiles the rules of its ops itself, ``compile_slots``)."""
     FWD.compile_all()
     REV.compile_all()
 

@@ -85,6 +85,15 @@ class Rules:
         found = kernel.overloads[sig]
         self.table[slot] = found.library.get_pointer_to_function(found.fndesc.llvm_func_name)
 
+    def compile_slots(self, slots):
+        """``table``, the kernels of ``slots`` compiled (or loaded from the cache; a slot
+        of -1 names none): before compiled code that calls them runs."""
+        table = self.table
+        for slot in slots:
+            if slot >= 0 and not table[slot]:
+                self.compile_into(slot, *self.example())
+        return table
+
     def compile_all(self):
         for slot, kernel in enumerate(self.kernels):
             if kernel is not None:

@@ -239,11 +239,9 @@ def forward_compiling(run, schedule, tape, omap):
         schedule = schedule[k:]
 
 
-def compile_rules(tape, n, G, scratch, omap):
-    """Compile the forward and reverse rules of every kind of the ``n`` entries of
-    ``tape``: before a compiled replay (``value_and_grad``, ``grad_batch``), whose sweeps
-    have no stop to return to Python at."""
-    reverse.compile_rules(tape, n, G, scratch, omap)
-    for slot in np.unique(SLOT[tape[0][:n]]).tolist():
-        if slot >= 0:
-            FORWARD_RULES.compile_into(slot, np.int64(0), tape, omap)
+def compile_rules(OP, n):
+    """Compile the forward and reverse rules of every kind of the first ``n`` entries
+    (op codes ``OP``): before a compiled replay (``value_and_grad``, ``grad_batch``),
+    whose sweeps have no stop to return to Python at."""
+    reverse.compile_rules(OP, n)
+    FORWARD_RULES.compile_slots(np.unique(SLOT[OP[:n]]).tolist())

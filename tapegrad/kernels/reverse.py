@@ -238,12 +238,11 @@ def sweep_compiling(run, top, tape, G, live, scratch, omap, *stops):
         top = i
 
 
-def compile_rules(tape, n, G, scratch, omap):
-    """Compile the rule of every kind of the ``n`` entries of ``tape``: before compiled
-    code runs the sweep with no stop to return to Python at (``sweep_all``)."""
-    for slot in np.unique(SLOT[tape[0][:n]]).tolist():
-        if slot >= 0:
-            RULES.compile_into(slot, np.int64(0), tape, G, scratch, omap)
+def compile_rules(OP, n):
+    """Compile the rule of every kind of the first ``n`` entries (op codes ``OP``):
+    before compiled code runs the sweep with no stop to return to Python at
+    (``sweep_all``)."""
+    RULES.compile_slots(np.unique(SLOT[OP[:n]]).tolist())
 
 
 def warm():

@@ -111,7 +111,7 @@ class Record(Layout):
         if run is value_and_grad:
             tables = self._tables
             if tables is None:  # (the rules of the recording's kinds: compiled first)
-                compile_rules(self.arrays(), self.n, self.G, self.scratch, self.omap)
+                compile_rules(self.OP, self.n)
                 tables = self._tables = (reverse_kernels.RULES.table,
                                          replay_kernels.FORWARD_RULES.table)
         else:                   # (the twin: the rules' twins)

@@ -296,7 +296,7 @@ class Traced:
         wants = np.array(r.ins if with_grad else [], np.int64)
         grads = np.empty((nb, sum(r.size(e) for e in wants)))
         ok = np.zeros(nb, np.bool_)
-        compile_rules(r.arrays(), r.n, r.G, r.scratch, r.omap)
+        compile_rules(r.OP, r.n)
         with _BATCH:              # (one parallel launch at a time: it takes every core)
             grad_batch(X, np.array(r.ins, np.int64), np.array(r.outs, np.int64), wants,
                        r.schedule, r.arrays(), r.max_size, r.GK, r.GE, r.GS, r.GN, r.GV, values,

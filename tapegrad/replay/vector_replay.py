@@ -95,7 +95,7 @@ def run_forward(r):
         if seg[0] == "run":
             ents, n = seg[1], seg[2]
             VECTOR.settle()
-            fwd = fused.compile_blocks(fused.FWD, set(r.OP[ents].tolist()))
+            fwd = fused.FWD.compile_slots(set(r.OP[ents].tolist()))
             fused.launch(fused.forward_part, fused.forward_parallel, n * len(ents), ents,
                          len(ents), r.OP, r.A, r.B, r.C, r.C2, r.OFF, r.V, n, fwd)
         elif seg[0] == "blas":
@@ -133,7 +133,7 @@ def reverse(r, out):
             n = r.size(i)
             m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.META, r.IAUX, r.FLAGS, live,
                                      ents)
-            rev = fused.compile_blocks(fused.REV, set(r.OP[ents[:m]].tolist()))
+            rev = fused.REV.compile_slots(set(r.OP[ents[:m]].tolist()))
             fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, r.OP,
                          r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep, rev)
         elif status == HOST and MATMUL_FIRST <= r.OP[i] <= MATMUL_LAST:
