@@ -106,7 +106,7 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operato
 
 
 def _wants(h, j):
-    return j >= 0 and h.OP[j] != CONST
+    return j >= 0 and h.OP[j] != CONST and (h.needed is None or h.needed(j))
 
 
 def elementwise(i, g, h):

@@ -53,13 +53,16 @@ def _complete(h, adj, scattered, i):
 class _Reader(tp.Layout):
     """Reads the entries recorded before the walk (columns as lists, shapes, extras and
     values straight from the arrays: the walk records new entries meanwhile, and
-    reading must not flush them one by one).  ``h(j)`` is the tensor that stands for
+    reading must not flush them one by one).  ``needed(j)``: does buffer j lead to a
+    requested input (None: all do)?  Rules compute no contribution for one that does not,
+    as PyTorch runs only the Nodes the inputs need: ``grad(f(x, y), y)`` with y a step
+    of a longer computation records nothing for y's history.  ``h(j)`` is the tensor that stands for
     buffer j: a leaf, constant or foreign tensor for a source entry, else a tensor
     recorded as that entry."""
 
-    def __init__(self, t):
+    def __init__(self, t, needed=None):
         n = t.n
-        self.t, self.cache = t, {}
+        self.t, self.cache, self.needed = t, {}, needed
         self.OP, self.A, self.B = t.OP[:n].tolist(), t.A[:n].tolist(), t.B[:n].tolist()
         self.C, self.C2 = t.C[:n].tolist(), t.C2[:n].tolist()
         self.OFF, self.META = t.OFF[:n].tolist(), t.META[:n].tolist()
@@ -89,11 +92,11 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
     adj, scattered = {}, {}
     for e, s in seeds:
         _add(adj, scattered, e, s)
-    h = _Reader(t)
+    needed = want_at.toward(t)
+    h = _Reader(t, needed)
     live = np.zeros(n, np.uint8)
     OP, FLAGS = h.OP, t.FLAGS[:n].tolist()
     arrive = _Arrival(t, want_at, found)
-    needed = want_at.toward(t) if (t.autograd.functions or t.autograd.node_hooks) else None
     for i in range(max(adj), -1, -1):
         g = _complete(h, adj, scattered, i)
         if g is None:
