@@ -54,6 +54,7 @@ _POOL = threading.local()
 SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
               for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
+_LISTED_INPUTS = (_FUNCTION, tp.CODE["cat"], tp.CODE["stack"])   # inputs not in A and B
 # a cold cache: these compile in the background, small tapes are swept by the twins
 REVERSE = cold.Group("reverse", (sweep, consume), "tapegrad.kernels.reverse:warm")
 # (a sweep compiles the rule of a kind it meets itself: this fills the cache for the next run)
@@ -133,13 +134,23 @@ class Wanted(dict):
         self.any = bool(wanted)
 
     def toward(self, t):
-        """None when nothing was requested (everything is needed), else ``needed(b)``."""
+        """None when nothing was requested (everything is needed), else ``needed(b)``
+        (memoised, a walk down the inputs; an entry's inputs are its A and B columns but
+        for a cat's pieces and a custom Function's inputs, asked of ``inputs_of``)."""
         if not self.any:
             return None
         memo = {e: True for uid, e in self if uid == t.uid}
         for e, src in t.sources.items():       # a tensor of another tape: maybe (kept)
             if id(src) in self.leaves or src._t is not None:
                 memo[e] = True
+        n = t.n
+        A, B = t.A[:n].tolist(), t.B[:n].tolist()
+        listed = set(np.flatnonzero(np.isin(t.OP[:n], _LISTED_INPUTS)).tolist())
+
+        def inputs(j):
+            if j in listed:
+                return [k for k in CALLBACKS.inputs_of(t, j) if k >= 0]
+            return [k for k in (A[j], B[j]) if k >= 0]
 
         def needed(b):
             stack = [b]
@@ -148,7 +159,7 @@ class Wanted(dict):
                 if j in memo:
                     stack.pop()
                     continue
-                ins = [k for k in CALLBACKS.inputs_of(t, j) if k >= 0]
+                ins = inputs(j)
                 todo = [k for k in ins if k not in memo]
                 if todo:
                     stack.extend(todo)
