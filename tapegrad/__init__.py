@@ -24,6 +24,7 @@ from .factories import (arange, as_tensor, empty, empty_like, eye, from_numpy, f
 from . import tensor_methods  # noqa: F401  (Tensor's methods and operators, installed)
 from . import autograd, inplace, nn, optim, viz  # noqa: E402, F401
 from .replay import grad, load, trace, value_and_grad  # noqa: E402, F401
+from .autograd.functional import sparsity  # noqa: E402, F401  (tapegrad's own)
 from .softmax_ops import log_softmax, logsumexp, softmax  # noqa: E402, F401
 from . import cuda  # noqa: E402, F401
 from .devices import device, get_default_device, set_default_device  # noqa: E402, F401

@@ -7,12 +7,18 @@ element, all inside one compiled call (never one Python-level backward per row);
 Hessian is the Jacobian of the recorded gradient; ``jvp`` and ``hvp`` are tangent
 sweeps (``hvp`` forward over the recorded reverse).  With ``create_graph`` the results
 must carry a history, and everything goes through ``grad(create_graph=True)``.
+
+``sparse=True`` (tapegrad's, not PyTorch's) reads the Jacobian's exact pattern from the
+tape and computes it with one sweep per color of a coloring of that pattern
+(``autograd.sparse``); each (output, input) block is a SciPy CSR array of shape
+(output elements, input elements).  ``sparsity`` gives the pattern alone.
 """
 import numpy as np
 
 from ..grad_mode import enable_grad
 from ..tape import Tape
 from ..tensor import Tensor, from_array
+from . import sparse as _sparse
 from . import sweeps
 from .entry_points import grad as _grad
 
@@ -162,9 +168,15 @@ def _jvp_by_double_backward(func, xs, v, strict):
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
-             strategy="reverse-mode"):
+             strategy="reverse-mode", sparse=False):
     """The Jacobian of ``func`` at ``inputs``: a tensor of shape out.shape + in.shape per
-    (output, input) pair, nested as PyTorch nests them."""
+    (output, input) pair, nested as PyTorch nests them.  ``sparse=True``: each block a
+    SciPy CSR array (out.numel(), in.numel()) from the tape's pattern and a coloring
+    (forward or reverse sweeps, whichever takes fewer; ``strategy`` is not used)."""
+    _no_history(sparse, create_graph, "jacobian")
+    if sparse:
+        return _recorded(func, inputs, "jacobian", lambda t, outs, xs: _sparse_blocks(
+            t, outs, xs, symmetric=False))
     if strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". '
                              'Hint: If your function has more outputs than inputs, '
@@ -188,6 +200,67 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
         _check_outputs(outs, strict)
         blocks = _blocks(t, outs, xs, create_graph, strict, strategy == "forward-mode")
     return _unpack2(blocks, is_out, is_in)
+
+
+def _no_history(sparse, create_graph, fn_name):
+    if sparse and create_graph:
+        raise ValueError(f"{fn_name}: sparse=True gives SciPy arrays, which carry no history; "
+                         "create_graph=True needs sparse=False")
+
+
+def _recorded(func, inputs, fn_name, blocks):
+    """``blocks(t, outputs, inputs)`` nested as PyTorch nests a Jacobian, with ``func``
+    recorded on its own tape t."""
+    with enable_grad():
+        is_in, xs = _as_tuple(inputs, "inputs", fn_name)
+        xs = _prepare(xs, False)
+        with Tape() as t:
+            is_out, outs = _as_tuple(func(*xs), "outputs of the user-provided function",
+                                     fn_name)
+        return _unpack2(blocks(t, outs, xs), is_out, is_in)
+
+
+def _sparse_blocks(t, outs, xs, symmetric, values=True):
+    """The (output, input) blocks as SciPy CSR arrays: the values, or (``values``
+    False) the boolean pattern.  ``symmetric``: ``outs`` is the gradient of a scalar
+    w.r.t. ``xs`` (a Hessian, star-colored)."""
+    sp = _sparse.scipy_sparse()
+    out_e, in_e = _entries(t, outs), _entries(t, xs)
+    rows = [k for k, e in enumerate(out_e) if e is not None]
+    cols = [k for k, e in enumerate(in_e) if e is not None]
+    if symmetric:                   # the same buffers index rows and columns
+        rows = cols = [k for k in cols if out_e[k] is not None]
+    full = None
+    if rows and cols:
+        o_ents, i_ents = [out_e[k] for k in rows], [in_e[k] for k in cols]
+        P = _sparse.pattern(t, o_ents, i_ents)
+        if symmetric:
+            P = (P + P.T).tocsr()
+            P.sort_indices()
+        full = P if not values else _sparse.Plan(P, symmetric).evaluate(t, o_ents, i_ents)
+    r_at = dict(zip(rows, np.cumsum([0] + [outs[k].numel() for k in rows])))
+    c_at = dict(zip(cols, np.cumsum([0] + [xs[k].numel() for k in cols])))
+    res = []
+    for a, o in enumerate(outs):
+        row = []
+        for b, x in enumerate(xs):
+            shape = (o.numel(), x.numel())
+            if a in r_at and b in c_at:
+                block = full[r_at[a]:r_at[a] + shape[0], c_at[b]:c_at[b] + shape[1]]
+            else:
+                block = sp.csr_array(shape, dtype=np.float64 if values else bool)
+            row.append(block.astype(o.dtype.np) if values else block)
+        res.append(tuple(row))
+    return tuple(res)
+
+
+def sparsity(func, inputs):
+    """The pattern of ``jacobian(func, inputs)``, read from the tape (no derivative is
+    computed): which output element depends on which input element, as boolean SciPy
+    CSR blocks nested as ``jacobian`` nests its blocks.  Exact for the recorded path: a
+    derivative that vanishes only at some points (relu's) is in it."""
+    return _recorded(func, inputs, "sparsity", lambda t, outs, xs: _sparse_blocks(
+        t, outs, xs, symmetric=False, values=False))
 
 
 def _blocks(t, outs, xs, create_graph, strict, forward):
@@ -251,10 +324,13 @@ def _scalar_function(func, fn_name, strict):
 
 
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
-            outer_jacobian_strategy="reverse-mode"):
-    """The Hessian of a scalar function: the Jacobian of its recorded gradient."""
+            outer_jacobian_strategy="reverse-mode", sparse=False):
+    """The Hessian of a scalar function: the Jacobian of its recorded gradient.
+    ``sparse=True``: SciPy CSR blocks, from a star coloring of the symmetric pattern and
+    one forward-over-reverse sweep per color."""
     if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
+    _no_history(sparse, create_graph, "hessian")
     single = _scalar_function(func, "hessian", strict)
     with enable_grad():
         is_in, xs = _as_tuple(inputs, "inputs", "hessian")
@@ -263,8 +339,9 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             out = single(*xs)
             grads = (_fill_zeros(_grad(out, xs, create_graph=True, allow_unused=True), xs, strict)
                      if out.requires_grad else _fill_zeros([None] * len(xs), xs, strict))
-        blocks = _blocks(t, grads, xs, create_graph, strict,
-                         outer_jacobian_strategy == "forward-mode" and vectorize)
+        blocks = (_sparse_blocks(t, grads, xs, symmetric=True) if sparse else
+                  _blocks(t, grads, xs, create_graph, strict,
+                          outer_jacobian_strategy == "forward-mode" and vectorize))
     return _unpack2(blocks, is_in, is_in)
 
 

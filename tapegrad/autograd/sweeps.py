@@ -45,37 +45,44 @@ def tangents(t, seeds, targets):
             for e in targets]
 
 
-def jacobian_rows(t, outs, wants):
+def jacobian_rows(t, outs, wants, color=None):
     """d(buffers ``outs``)/d(buffers ``wants``) as a (outputs, wants) matrix, one
-    compiled reverse sweep per output element; None if a sweep needs Python."""
+    compiled reverse sweep per output element; None if a sweep needs Python.  With
+    ``color`` (one per output element, 0 .. p-1), the p sweeps seed every element of a
+    color at once: the rows of the compressed matrix (``autograd.sparse``)."""
     t.flush()
     n_out = sum(t.size(e) for e in outs)
-    J = np.zeros((n_out, sum(t.size(w) for w in wants)))
+    color = np.arange(n_out) if color is None else color
+    p = int(color.max()) + 1 if n_out else 0
+    J = np.zeros((p, sum(t.size(w) for w in wants)))
     G = np.zeros(t.nv)
     live = np.zeros(t.n, np.uint8)
-    run = TANGENT.pick(reverse_rows, n_out * (t.nv + t.n), (5, 6, 11))
+    run = TANGENT.pick(reverse_rows, p * (t.nv + t.n), (5, 6, 11))
     scratch, omap = _work(t)
     if run is reverse_rows:
         compile_rules(t.OP, t.n)
-    status, _ = run(0, n_out, np.array(outs, np.int64), max(outs), t.arrays(), G, live,
+    status, _ = run(0, p, np.array(outs, np.int64), max(outs), t.arrays(), G, live,
                     scratch, omap, NO_HOST, np.array(wants, np.int64), J,
-                    rules_for(run, reverse_rows))
+                    rules_for(run, reverse_rows), color)
     return J if status == DONE else None
 
 
-def jacobian_columns(t, ins, outs):
-    """The same matrix by one tangent sweep per element of the buffers ``ins``."""
+def jacobian_columns(t, ins, outs, color=None):
+    """The same matrix by one tangent sweep per element of the buffers ``ins`` (with
+    ``color``, one per input element: the p columns of the compressed matrix)."""
     t.flush()
     n_in = sum(t.size(e) for e in ins)
-    J = np.zeros((sum(t.size(e) for e in outs), n_in))
+    color = np.arange(n_in) if color is None else color
+    p = int(color.max()) + 1 if n_in else 0
+    J = np.zeros((sum(t.size(e) for e in outs), p))
     lo, hi = min(ins), max(outs)
     if hi < lo:
         return J
     has = np.zeros(t.n, np.uint8)
     T = np.zeros(t.nv)
-    run = TANGENT.pick(tangent_columns, n_in * (t.nv + t.n), (6, 7, 11))
-    status, _ = run(0, n_in, np.array(ins, np.int64), lo, hi, t.arrays(), T, has, *_work(t),
-                    np.array(outs, np.int64), J)
+    run = TANGENT.pick(tangent_columns, p * (t.nv + t.n), (6, 7, 11))
+    status, i = run(0, p, np.array(ins, np.int64), lo, hi, t.arrays(), T, has, *_work(t),
+                    np.array(outs, np.int64), J, color)
     if status != DONE:
         raise RuntimeError(JVP_MISSING)
     return J

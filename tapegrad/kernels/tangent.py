@@ -77,20 +77,24 @@ def tangent(lo, hi, tape, T, has, scratch, omap):
 
 
 @njit(**_JIT)
-def reverse_rows(r0, r1, outs, top, tape, G, live, scratch, omap, host_min, wants, J, rules):
-    """Rows ``r0..r1-1`` of a Jacobian by reverse sweeps: row r seeds a one in the r-th
-    element of the outputs (buffers ``outs``, flattened in order) and reads the adjoints
-    of the buffers ``wants`` into ``J[r - r0]``.  Returns ``(DONE, -1)``, or the sweep's
-    stop (status, entry) to leave the rest to Python.  ``rules``: the sweep's, every one
-    of the tape's kinds compiled (``reverse.compile_rules``)."""
+def reverse_rows(r0, r1, outs, top, tape, G, live, scratch, omap, host_min, wants, J, rules,
+                 color):
+    """Rows ``r0..r1-1`` of a (row-compressed) Jacobian by reverse sweeps: row r seeds a
+    one in every element k of the outputs (buffers ``outs``, flattened in order) with
+    ``color[k] == r`` (one element each for a dense Jacobian: ``color`` = 0, 1, ...) and
+    reads the adjoints of the buffers ``wants`` into ``J[r - r0]``.  Returns
+    ``(DONE, -1)``, or the sweep's stop (status, entry) to leave the rest to Python.
+    ``rules``: the sweep's, every one of the tape's kinds compiled
+    (``reverse.compile_rules``)."""
     OFF, META, IAUX = tape[5], tape[6], tape[7]
     for r in range(r0, r1):
         pos = 0
         for e in outs:
             s = size_of(META, IAUX, e)
             live[e] = 1
-            if pos <= r < pos + s:
-                G[OFF[e] + r - pos] = 1.0
+            for k in range(s):
+                if color[pos + k] == r:
+                    G[OFF[e] + k] = 1.0
             pos += s
         status, i = sweep(top, tape, G, live, scratch, omap, rules, host_min, np.int64(-1),
                           np.bool_(False), np.int64(0), np.bool_(True), np.int64(NEVER))
@@ -112,9 +116,10 @@ def reverse_rows(r0, r1, outs, top, tape, G, live, scratch, omap, host_min, want
 
 
 @njit(**_JIT)
-def tangent_columns(c0, c1, ins, lo, hi, tape, T, has, scratch, omap, outs, J):
-    """Columns ``c0..c1-1`` of a Jacobian by tangent sweeps: column c seeds a one in the
-    c-th element of the inputs (buffers ``ins``) and reads the tangents of ``outs``."""
+def tangent_columns(c0, c1, ins, lo, hi, tape, T, has, scratch, omap, outs, J, color):
+    """Columns ``c0..c1-1`` of a (column-compressed) Jacobian by tangent sweeps: column c
+    seeds a one in every element k of the inputs (buffers ``ins``) with ``color[k] == c``
+    and reads the tangents of ``outs``."""
     OFF, META, IAUX = tape[5], tape[6], tape[7]
     for c in range(c0, c1):
         for i in range(lo, hi + 1):
@@ -124,7 +129,7 @@ def tangent_columns(c0, c1, ins, lo, hi, tape, T, has, scratch, omap, outs, J):
             s = size_of(META, IAUX, e)
             has[e] = 2
             for k in range(s):
-                T[OFF[e] + k] = 1.0 if pos + k == c else 0.0
+                T[OFF[e] + k] = 1.0 if color[pos + k] == c else 0.0
             pos += s
         status, i = tangent(lo, hi, tape, T, has, scratch, omap)
         if status != DONE:
@@ -145,5 +150,5 @@ def warm():
     tape = tiny_tape()
     i, u, f, J = tape[1], tape[8], tape[9], np.zeros((1, 1))
     tangent(0, -1, tape, f, u, f, i)
-    reverse_rows(0, 0, i, 0, tape, f, u, f, i, 1, i, J, RULES.table)
-    tangent_columns(0, 0, i, 0, -1, tape, f, u, f, i, i, J)
+    reverse_rows(0, 0, i, 0, tape, f, u, f, i, 1, i, J, RULES.table, i)
+    tangent_columns(0, 0, i, 0, -1, tape, f, u, f, i, i, J, i)
