@@ -153,35 +153,57 @@ LOCAL = {"ew": _elementwise, "where": _both, "gather": _gather, "reshape": _same
 
 def pattern(t, outs, ins):
     """Which element of the buffers ``outs`` (flattened, concatenated) depends on which
-    element of the buffers ``ins``: a boolean SciPy CSR array."""
+    element of the buffers ``ins``: a boolean SciPy CSR array.  Each buffer's rows are
+    kept as (indptr, indices) arrays, composed entry by entry (``_compose``)."""
     sp = scipy_sparse()
     t.flush()
     n_in = sum(t.size(e) for e in ins)
     deps, pos = {}, 0
     for e in ins:
         s = t.size(e)
-        deps[e] = sp.csr_array((np.ones(s, bool), np.arange(pos, pos + s), np.arange(s + 1)),
-                               shape=(s, n_in))
+        deps[e] = (np.arange(s + 1), np.arange(pos, pos + s))
         pos += s
     lo, hi = min(ins), max(outs)
     for i in range(lo, hi + 1):
-        if i in deps:
-            continue
-        total = None
-        for j, rows, cols in LOCAL[BY_CODE[int(t.OP[i])].kind](t, i):
-            if j not in deps:
-                continue
-            L = sp.csr_array((np.ones(rows.size, bool), (rows, cols)),
-                             shape=(t.size(i), t.size(j)))
-            part = L @ deps[j]
-            total = part if total is None else total + part
-        if total is not None and total.nnz:
-            deps[i] = total
-    empty = sp.csr_array((0, n_in), dtype=bool)
-    blocks = [deps.get(e, sp.csr_array((t.size(e), n_in), dtype=bool)) for e in outs]
-    P = sp.vstack([empty] + blocks, format="csr").astype(bool)
-    P.sort_indices()
-    return P
+        if i not in deps:
+            parts = [(rows, cols, deps[j]) for j, rows, cols in
+                     LOCAL[BY_CODE[int(t.OP[i])].kind](t, i) if j in deps]
+            if parts:
+                deps[i] = _compose(t.size(i), n_in, parts)
+    ptrs, idx, at = [np.zeros(1, np.int64)], [], 0
+    for e in outs:
+        ptr, ind = deps.get(e) or (np.zeros(t.size(e) + 1, np.int64), np.zeros(0, np.int64))
+        ptrs.append(ptr[1:] + at)
+        idx.append(ind)
+        at += ind.size
+    indptr, indices = np.concatenate(ptrs), np.concatenate(idx)
+    return sp.csr_array((np.ones(indices.size, bool), indices, indptr),
+                        shape=(indptr.size - 1, n_in))
+
+
+def _compose(n, n_in, parts):
+    """Rows of a buffer of n elements whose element ``rows[k]`` reads element ``cols[k]``
+    of an input with rows (indptr, indices), for each (rows, cols, (indptr, indices)) of
+    ``parts``: the union of those rows, sorted, as (indptr, indices).  (Boolean sparse
+    products drop nothing: a sum of True is True.)"""
+    if n == 1:                                   # scalar code: one row
+        ind = np.unique(np.concatenate([ix[p[c]:p[c + 1]] for _, cols, (p, ix) in parts
+                                        for c in cols.tolist()]))
+        return np.array([0, ind.size]), ind
+    sp = scipy_sparse()      # arrays: one sparse product L @ P over the inputs' rows
+    ptrs, ixs, L_rows, L_cols, base, nnz = [np.zeros(1, np.int64)], [], [], [], 0, 0
+    for rows, cols, (p, ix) in parts:
+        ptrs.append(p[1:] + nnz)
+        ixs.append(ix)
+        L_rows.append(rows)
+        L_cols.append(cols + base)
+        base, nnz = base + p.size - 1, nnz + ix.size
+    P = sp.csr_array((np.ones(nnz, bool), np.concatenate(ixs), np.concatenate(ptrs)),
+                     shape=(base, n_in))
+    rows, cols = np.concatenate(L_rows), np.concatenate(L_cols)
+    total = sp.csr_array((np.ones(rows.size, bool), (rows, cols)), shape=(n, base)) @ P
+    total.sort_indices()
+    return total.indptr.astype(np.int64), total.indices.astype(np.int64)
 
 
 # -- colorings, compressed sweeps and recovery ----------------------------------------------

@@ -45,6 +45,7 @@ class Record(Layout):
         self.max_size = max([self.size(i) for i in range(self.n)] + [1])
         self.top = max(self.outs + (list(grads) if grads else []))
         self.native = None                   # the compiled tape, once built
+        self.sparse_plans = {}               # symmetric? -> autograd.sparse.Plan
         self._work()
 
     def _work(self):

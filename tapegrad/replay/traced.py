@@ -251,6 +251,40 @@ class Traced:
                for tan, s, d in zip(tans, self.shapes, self.dtypes)]
         return self._outputs(r), res[0] if len(res) == 1 else tuple(res)
 
+    def jacobian(self, *args, sparse=False):
+        """The Jacobian of the outputs (rows: all their elements, flattened and
+        concatenated) w.r.t. the traced arguments (columns, likewise): a 2-D tensor, or
+        with ``sparse=True`` a SciPy CSR array whose pattern and coloring are worked out
+        once per recording and reused at every input its guards admit."""
+        r = self._ready(self._arrays(args))
+        ins = [r.ins[k] for k in self._wrt()[0]]
+        return self._matrix(r, r.outs, ins, sparse, symmetric=False)
+
+    def hessian(self, *args, sparse=False):
+        """The Hessian of a scalar output w.r.t. the traced arguments (flattened and
+        concatenated): a 2-D tensor, or with ``sparse=True`` a SciPy CSR array from a
+        star coloring of its pattern (worked out once per recording), one
+        forward-over-reverse sweep per color."""
+        r = self._ready(self._arrays(args), second_order=True)
+        if len(r.outs) != 1 or r.size(r.outs[0]) != 1:
+            raise ReplayError("hessian needs a function with a single scalar output")
+        return self._matrix(r, r.grads, r.ins, sparse, symmetric=True)
+
+    def _matrix(self, r, outs, ins, sparse, symmetric):
+        from ..autograd import sparse as sparse_rules
+        if not sparse:      # one sweep per row or per column, whichever are fewer
+            rows = sum(r.size(e) for e in outs) < sum(r.size(e) for e in ins)
+            J = sweeps.jacobian_rows(r, outs, ins) if rows else None
+            return _tensor(sweeps.jacobian_columns(r, ins, outs) if J is None else J)
+        plan = r.sparse_plans.get(symmetric)
+        if plan is None:
+            P = sparse_rules.pattern(r, outs, ins)
+            if symmetric:
+                P = (P + P.T).tocsr()
+                P.sort_indices()
+            plan = r.sparse_plans[symmetric] = sparse_rules.Plan(P, symmetric)
+        return plan.evaluate(r, outs, ins)
+
     def grad_batch(self, *batches):
         """Values and gradients at many points: each argument with a leading batch axis.
         Runs the points in parallel; points whose guards fail under the recording are
