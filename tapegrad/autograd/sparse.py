@@ -26,6 +26,7 @@ import numpy as np
 from ..kernels import coloring
 from ..ops.rules import parse
 from ..ops.table import BY_CODE, EW_OF
+from ..tape import CONST
 from . import sweeps
 from .adjoint_rules import _offsets
 
@@ -65,9 +66,17 @@ def _elementwise(t, i):
     return out
 
 
-def _both(t, i):
-    """where: the selected side, either one (the condition is no input)."""
-    return [_diagonal(t, i, j) for j in (int(t.A[i]), int(t.B[i])) if j >= 0]
+def _selected(t, i):
+    """where: each element reads the side its condition selects when the condition is a
+    constant, else either side (a condition computed from the inputs may select the
+    other at other inputs)."""
+    cond = int(t.extras(i)[0])
+    out = [_diagonal(t, i, j) for j in (int(t.A[i]), int(t.B[i])) if j >= 0]
+    if t.OP[cond] != CONST:
+        return out
+    mask = np.broadcast_to(t.value(cond), t.shape(i)).reshape(-1) != 0.0
+    return [(j, rows[keep], cols[keep]) for (j, rows, cols), keep in
+            zip(out, (mask, ~mask) if t.A[i] >= 0 else (~mask,))]
 
 
 def _same(t, i):
@@ -145,7 +154,7 @@ def _host(t, i):
         "pattern tapegrad cannot read from the tape; use the dense jacobian")
 
 
-LOCAL = {"ew": _elementwise, "where": _both, "gather": _gather, "reshape": _same,
+LOCAL = {"ew": _elementwise, "where": _selected, "gather": _gather, "reshape": _same,
          "index": _index, "reduce": _reduce, "matmul": _matmul, "cat": _cat,
          "softmax": _softmax, "broadcast": _broadcast, "compare": _none, "stop": _none,
          "host": _host, "source": _none}
