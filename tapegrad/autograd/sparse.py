@@ -216,22 +216,27 @@ def _compose(n, n_in, parts):
 
 
 # -- colorings, compressed sweeps and recovery ----------------------------------------------
-def _by_degree(counts):
-    return np.argsort(-counts, kind="stable").astype(np.int64)
+def _fewest(color, order_by, *graph):
+    """The greedy coloring with fewer colors of two vertex orders: as numbered (a
+    stencil's natural order), and largest degree first."""
+    n = graph[0].size - 1
+    a = color(np.arange(n, dtype=np.int64), *graph)
+    b = color(np.argsort(-order_by, kind="stable").astype(np.int64), *graph)
+    return a if a.max(initial=-1) <= b.max(initial=-1) else b
 
 
 def column_colors(P):
     """A coloring of P's columns in which columns sharing a row differ."""
     C = P.tocsc()
-    return coloring.columns(_by_degree(np.diff(C.indptr)), C.indptr.astype(np.int64),
-                            C.indices.astype(np.int64), P.indptr.astype(np.int64),
-                            P.indices.astype(np.int64))
+    return _fewest(coloring.columns, np.diff(C.indptr), C.indptr.astype(np.int64),
+                   C.indices.astype(np.int64), P.indptr.astype(np.int64),
+                   P.indices.astype(np.int64))
 
 
 def star_colors(P):
     """A star coloring of the symmetric pattern P."""
-    return coloring.star(_by_degree(np.diff(P.indptr)), P.indptr.astype(np.int64),
-                         P.indices.astype(np.int64))
+    return _fewest(coloring.star, np.diff(P.indptr), P.indptr.astype(np.int64),
+                   P.indices.astype(np.int64))
 
 
 class Plan:

@@ -12,7 +12,7 @@ either of its two sides (Gebremedhin, Manne and Pothen, "What color is your Jaco
 Graph coloring for computing derivatives", SIAM Review 47, 2005): an arrow pattern takes
 2 colors where a column coloring takes n.  ``star`` is a greedy star coloring.
 
-Vertices are taken in the order given (the caller passes largest degree first).  The
+Vertices are taken in the order given (the caller tries two).  The
 patterns come as CSR arrays (``indptr``, ``indices``); nothing here raises.
 """
 import numpy as np
