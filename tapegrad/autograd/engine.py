@@ -36,7 +36,7 @@ class Callbacks:
     at_hook = None                # (t, i, G, live, resume) -> (top, done): hooks of entry i
     function_output_hooks = None  # (t, group, G, live): hooks on a custom Function's outputs
     checking_nan = None           # () -> bool: anomaly mode's NaN check is on
-    raise_nan = None              # (t, i, G): anomaly mode's error if entry i sent a NaN
+    raise_nan = None              # (t, i, G, live): anomaly mode's error if entry i sent a NaN
     saved_slots = None            # (t, i) -> [(what, buffer, shown)]: what entry i saved
     drop_consumed = None          # (t, live): saved_tensors_hooks' packed values let go
     inputs_of = None              # (t, i) -> buffers: an entry's inputs (graph views)
@@ -197,12 +197,12 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
         if status == CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
         if status == NAN:
-            CALLBACKS.raise_nan(t, i, G)
+            CALLBACKS.raise_nan(t, i, G, live)
         if status == HOOK:             # hooks wait for entry i's gradient
             top, done = CALLBACKS.at_hook(t, i, G, live, lambda e: _run(
                 e, e, t, G, live, scratch, omap, check_nan, e), needed)
             if check_nan and done < 0:
-                CALLBACKS.raise_nan(t, i, G)
+                CALLBACKS.raise_nan(t, i, G, live)
             continue
         if t.OP[i] == _FUNCTION:       # a custom Function: its backward in Python
             top = _host_function(t, i, G, live, needed)
@@ -210,7 +210,7 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
             host_matmul(t, i, G)
             top = i - 1
         if check_nan:
-            CALLBACKS.raise_nan(t, i, G)
+            CALLBACKS.raise_nan(t, i, G, live)
     return top
 
 

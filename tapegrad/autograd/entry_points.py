@@ -13,7 +13,7 @@ import numpy as np
 
 from ..grad_mode import STATE, set_grad_enabled
 from ..tensor import Size, Tensor, _leaf, _new, _norm
-from . import anomaly, engine
+from . import anomaly, engine, nan_trace
 from .graph import _inputs, node_of
 from .hooks import apply_hooks, run_hooks
 from .node_hooks import accumulate_hooks, accumulate_post_hooks, at_hook, function_output_hooks
@@ -105,6 +105,8 @@ def accumulate_recorded(x, g):
 
 
 def _prepare(outputs, grad_outputs, create_graph):
+    if anomaly.checking_nan():
+        nan_trace.warn_forward(outputs)
     seeds = _seeds(outputs, grad_outputs)
     if create_graph:
         seeds = seeds_as_tensors(grad_outputs, seeds)
@@ -223,11 +225,18 @@ def _leaf_hooks(x, g, create_graph):
     return run_hooks(hooks, np.reshape(g, x._arr.shape), x.dtype.np)
 
 
-def _raise_nan(t, i, G):
-    """Anomaly mode: raise PyTorch's error if entry i left a NaN in an input's adjoint."""
+def _raise_nan(t, i, G, live):
+    """Anomaly mode: raise PyTorch's error if entry i left a NaN in an input's adjoint,
+    with where the NaN started (``nan_trace``: the chain down from the output, and the
+    first non-finite value of the forward pass if there is one)."""
     k = anomaly.nan_in_adjoints(t, i, G)
     if k is not None:
-        raise anomaly.nan_error(t, i, k, node_of(t, i).name())
+        err = anomaly.nan_error(t, i, k, node_of(t, i).name())
+        err.nan_report = nan_trace.adjoint_report(t, i, live, k)
+        err.forward_report = nan_trace.forward_origin(t, max(err.nan_report.chain))
+        err.args = ("\n".join([err.args[0], str(err.nan_report)]
+                              + [str(err.forward_report)] * (err.forward_report is not None)),)
+        raise err
 
 
 def _register():

@@ -160,6 +160,15 @@ LOCAL = {"ew": _elementwise, "where": _selected, "gather": _gather, "reshape": _
          "host": _host, "source": _none}
 
 
+def reads(t, i):
+    """Which elements of its inputs entry i reads, as (input, rows, cols): the pattern
+    rules, but an elementwise op reads its inputs whatever its derivative (sign reads
+    x).  (Where NaNs come from: ``nan_trace``.)"""
+    if BY_CODE[int(t.OP[i])].kind == "ew":
+        return [_diagonal(t, i, j) for j in (int(t.A[i]), int(t.B[i])) if j >= 0]
+    return LOCAL[BY_CODE[int(t.OP[i])].kind](t, i)
+
+
 def pattern(t, outs, ins):
     """Which element of the buffers ``outs`` (flattened, concatenated) depends on which
     element of the buffers ``ins``: a boolean SciPy CSR array.  Each buffer's rows are

@@ -46,6 +46,7 @@ class Record(Layout):
         self.top = max(self.outs + (list(grads) if grads else []))
         self.native = None                   # the compiled tape, once built
         self.sparse_plans = {}               # symmetric? -> autograd.sparse.Plan
+        self.locs = {}                       # entry -> LOCATIONS id (traced in anomaly mode)
         self._work()
 
     def _work(self):
@@ -191,8 +192,10 @@ def _freeze(t, xs, outs, rec, grads):
     ins = [x._i for x in xs]
     out_entries = [o._i for o in outs]
     grad_entries = [g._i for g in grads] if grads is not None else None
-    return Record(cols, t.IAUX[:t.ni].copy(), t.V[:t.nv].copy(), ins, out_entries,
-                  [tuple(o.shape) for o in outs], None, rec.guards, grad_entries)
+    r = Record(cols, t.IAUX[:t.ni].copy(), t.V[:t.nv].copy(), ins, out_entries,
+               [tuple(o.shape) for o in outs], None, rec.guards, grad_entries)
+    r.locs = dict(t.locs)
+    return r
 
 
 def record(fn, arrays, static=(), second_order=False, dtypes=None):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..autograd import sweeps
 from ..kernels.replay import FORWARD_RULES, compile_rules, grad_batch
-from ..kernels.reverse import DONE, RULES, sweep, sweep_compiling
+from ..kernels.reverse import DONE, NAN, RULES, sweep, sweep_compiling
 from ..tensor import Tensor, _leaf, from_array
 from . import dask_batch
 from .background import compile_later
@@ -284,6 +284,31 @@ class Traced:
                 P.sort_indices()
             plan = r.sparse_plans[symmetric] = sparse_rules.Plan(P, symmetric)
         return plan.evaluate(r, outs, ins)
+
+    def explain_nan(self, *args):
+        """Where the first NaN or inf starts at these inputs (``autograd.nan_trace``):
+        the first non-finite value of the replayed forward pass, else the first entry
+        whose backward writes a NaN into an adjoint, as a ``NanReport``; None if both
+        passes are finite.  Replayed from the recording (source lines are known when it
+        was traced in anomaly mode)."""
+        from ..autograd import nan_trace
+        r = self._ready(self._arrays(args))
+        report = nan_trace.forward_origin(r, max(r.outs))
+        if report is not None:
+            return report
+        G = np.zeros(r.nv)
+        live = np.zeros(r.n, np.uint8)
+        for e in r.outs:
+            G[r.OFF[e]:r.OFF[e] + r.size(e)] = 1.0
+            live[e] = 1
+        status, i = sweep_compiling(sweep, max(r.outs), r.arrays(), G, live,
+                                    np.empty(2 * r.max_size), np.empty(r.max_size, np.int64),
+                                    NO_HOST, -1, True, 0, False, NO_HOST)
+        if status != NAN:
+            return None
+        ins = nan_trace.inputs(r, i)
+        k = next(k for k, b in enumerate(ins) if np.isnan(G[r.OFF[b]:r.OFF[b] + r.size(b)]).any())
+        return nan_trace.adjoint_report(r, i, live, k)
 
     def grad_batch(self, *batches):
         """Values and gradients at many points: each argument with a leading batch axis.

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 
 from ..autograd.graph import AccumulateGrad
+from ..autograd.nan_trace import NanReport
 from ..ops.table import BY_CODE
 from ..tensor import Tensor
 
@@ -150,9 +151,13 @@ def _label(node, show_attrs):
     return label
 
 
-def statements(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500):
+def statements(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500,
+               highlight=None):
     """The DOT statements (attribute lines, nodes, edges) of the drawing of a tensor, or
-    of a tuple or list of tensors (torchviz's several roots: one output box each)."""
+    of a tuple or list of tensors (torchviz's several roots: one output box each).
+    ``highlight``: (tape uid, entry) pairs whose nodes are filled in salmon (a
+    ``NanReport``'s chain: ``report.draw(output)``)."""
+    marked = set(highlight or ())
     names = {id(v): k for k, v in (params or {}).items()}
     tensors = list(tensor) if isinstance(tensor, (tuple, list)) else [tensor]
     outs = ["out"] if len(tensors) == 1 else [f"out{r}" for r in range(len(tensors))]
@@ -176,7 +181,9 @@ def statements(tensor, params=None, show_saved=False, show_attrs=False, max_node
         if isinstance(item, tuple):
             out.append(f"{nid} [label={_quote(item[1])}, style=\"filled,dashed\"]")
             continue
-        out.append(f"{nid} [label={_quote(_label(item, show_attrs))}]")
+        at = (getattr(item, "_uid", None), getattr(item, "_i", None))
+        fill = ", fillcolor=salmon" if at in marked else ""
+        out.append(f"{nid} [label={_quote(_label(item, show_attrs))}{fill}]")
         if isinstance(item, AccumulateGrad):
             v = item.variable
             name = names.get(id(v), "")
@@ -245,10 +252,11 @@ class Drawing:
         return self.source
 
 
-def make_dot(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500):
+def make_dot(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500,
+             highlight=None):
     """The drawing as a ``graphviz.Digraph`` when the graphviz package is installed,
     else as a ``Drawing`` (its ``.source`` is the same DOT text either way)."""
-    body = statements(tensor, params, show_saved, show_attrs, max_nodes)
+    body = statements(tensor, params, show_saved, show_attrs, max_nodes, highlight)
     try:
         import graphviz        # optional dependency
     except ImportError:
@@ -256,6 +264,15 @@ def make_dot(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=
     g = graphviz.Digraph()
     g.body.extend(_lines(body))
     return g
+
+
+def _draw_report(report, output, **options):
+    """``NanReport.draw(output)``: the graph behind ``output`` with the report's chain
+    filled in salmon."""
+    return make_dot(output, highlight={(report.tape.uid, e) for e in report.chain}, **options)
+
+
+NanReport.draw = _draw_report
 
 
 def show(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500):

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops.table import BY_CODE, CODE
+from ..autograd.nan_trace import NanReport
 from ..tape import HIDDEN, LOCATIONS, Tape
 
 COLUMNS = ("index", "op", "node", "inputs", "output", "shape", "dtype", "value", "source")
@@ -180,10 +181,14 @@ def rows_text(rows, total):
     return "\n".join(lines)
 
 
-def rows_html(rows, total):
+def rows_html(rows, total, marks=None):
+    """The rows as an HTML table; ``marks``: {entry: CSS background} to highlight."""
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(r[c]))}</td>" for c in COLUMNS)
-                   + "</tr>" for r in rows)
+    marks = marks or {}
+    body = "".join(
+        (f'<tr style="background:{marks[r["index"]]}">' if r["index"] in marks else "<tr>")
+        + "".join(f"<td>{html.escape(cell(r[c]))}</td>" for c in COLUMNS) + "</tr>"
+        for r in rows)
     more = f"<p>... {total - len(rows)} more entries</p>" if total > len(rows) else ""
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
 
@@ -239,6 +244,22 @@ def _install():
 
     Tape.rows, Tape.to_pandas, Tape.__repr__, Tape._repr_html_ = rows, tape_to_pandas, text, \
         notebook
+    NanReport._repr_html_ = nan_report_html
+
+
+def nan_report_html(report, limit=200):
+    """A NaN report in a notebook: its text, then the entries the output depends on with
+    the chain highlighted (the entry where the NaN or inf starts in red)."""
+    text = f"<pre>{html.escape(str(report))}</pre>"
+    t = report.tape
+    if not isinstance(t, Tape) or t.released:
+        return text
+    top = max(report.chain)
+    keep = sorted(depends(t, top))[-limit:]
+    rows = [r for r in tape_rows(t) if r["index"] in set(keep)]
+    marks = {e: "#ffd8a8" for e in report.chain}
+    marks[report.entry] = "#ff8787"
+    return text + rows_html(rows, len(keep), marks)
 
 
 _install()
