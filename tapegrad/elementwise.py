@@ -196,8 +196,7 @@ def _broadcast_entry(code, arr, x, y, xd, yd, out_shape):
         # into the arena, as _large_result
         t = roomy_tape(n, x, y)
         i, out = t.append_into(bcode, buf(t, x, saves), buf(t, y, saves), out_shape, n,
-                               extras=extras)
-        arr(xd, yd, out=out)
+                               lambda out: arr(xd, yd, out=out), extras=extras)
         return _result(out, t, i, rg)
     r = arr(xd, yd)
     return _result(r, t, t.append(bcode, buf(t, x, saves), buf(t, y, saves), r, extras), rg)
@@ -223,8 +222,7 @@ def _broadcast_result(code, arr, x, y, sx, sy):
         t = roomy_tape(n, x, y)
         ia = broadcast_to(t, buf(t, x, sx), xd, out_shape)
         ib = broadcast_to(t, buf(t, y, sy), yd, out_shape)
-        i, out = t.append_into(code, ia, ib, out_shape, n)
-        arr(xd, yd, out=out)
+        i, out = t.append_into(code, ia, ib, out_shape, n, lambda out: arr(xd, yd, out=out))
         return _result(out, t, i, requires_grad(x, y))
     r = arr(xd, yd) if exact else \
         arr(xd if xs == out_shape else np.broadcast_to(xd, out_shape),
@@ -261,8 +259,8 @@ def _large_result(code, x, y, c, sx, sy):
     ia = buf(t, x, sx)
     ib = -1 if y.__class__ is not Tensor else \
         broadcast_to(t, buf(t, y, sy), c, xd.shape) if scalar else buf(t, y, sy)
-    i, out = t.append_into(code, ia, ib, xd.shape, xd.size, 0.0 if scalar else c)
-    fused.ew_into(code, xd, yd, c, out)
+    i, out = t.append_into(code, ia, ib, xd.shape, xd.size,
+                           lambda out: fused.ew_into(code, xd, yd, c, out), 0.0 if scalar else c)
     return _result(out, t, i, rg)
 
 

@@ -125,10 +125,14 @@ def _large_product(a, b, x, y, code, extras):
     M, N = x.shape[0], y.shape[1]
     t = roomy_tape(M * N, a, b)
     ia, ib = buf(t, a, True), buf(t, b, True)
-    i, out = t.append_into(code, ia, ib, (M, N), M * N, extras=extras)
+    i, out = t.append_into(code, ia, ib, (M, N), M * N, lambda out: _blas_into(x, y, out, macs),
+                           extras=extras)
+    return _result(out, t, i, rg)
+
+
+def _blas_into(x, y, out, macs):
     with one_blas_thread(macs):
         np.matmul(x, y, out=out)
-    return _result(out, t, i, rg)
 
 
 def matmul(input, other):

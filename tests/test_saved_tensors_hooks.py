@@ -47,6 +47,25 @@ def test_pack_per_saved_value_and_unpack_per_backward(both):
     same(*both(program))
 
 
+@pytest.mark.parametrize("n", [5, 5000])
+def test_large_arrays_are_packed_and_their_unpacked_values_used(both, n):
+    """From 4,096 elements values are computed straight into the tape's arena: they are
+    packed all the same, once written (a pack that doubles them changes the gradient)."""
+    def program(m):
+        packed = []
+
+        def pack(t):
+            packed.append(tuple(t.shape))
+            return t * 2
+
+        x = m.tensor(np.linspace(0.1, 1.0, n), requires_grad=True)
+        with m.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = (x * 3.0).exp() + x * x @ m.ones(n, 2)[:, 0]
+        y.sum().backward()
+        return [packed, float(x.grad.sum()), float(x.grad[-1])]
+    same(*both(program))
+
+
 def test_pack_receives_the_leaf_itself_and_saved_attributes_unpack(both):
     def program(m):
         seen = []

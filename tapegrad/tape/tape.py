@@ -277,10 +277,11 @@ class Tape(Layout):
                 fn(self, first + k)
         return first
 
-    def append_into(self, code, a, b, shape, size, c=0.0, extras=()):
-        """Stage an entry (elementwise, or a product with its ``extras``) whose value the
-        caller writes into the returned view of the arena (before anything reads the
-        tape); returns (index, view).  The caller took the tape from ``roomy_tape``."""
+    def append_into(self, code, a, b, shape, size, fill, c=0.0, extras=()):
+        """Stage an entry (elementwise, or a product with its ``extras``) whose value
+        ``fill(view)`` writes straight into the arena; returns (index, view).  Observers
+        of recording (anomaly mode's source lines, saved_tensors_hooks) see the entry
+        once its value is there.  The caller took the tape from ``roomy_tape``."""
         i = self.next
         self.next = i + 1
         off = self.nv
@@ -290,7 +291,11 @@ class Tape(Layout):
         self.placed[i] = off
         meta = (size, len(shape)) + shape + extras
         self.astage.append((i, code, a, b, c, 0.0, 0, _EMPTY, 0, len(meta), meta))
-        return i, self.V[off:off + size].reshape(shape)
+        view = self.V[off:off + size].reshape(shape)
+        fill(view)
+        for fn in tuple(_observers.values()):
+            fn(self, i)
+        return i, view
 
     def register(self, t):
         """Buffer index of Tensor ``t`` on this tape, adding a source entry if needed."""
@@ -313,8 +318,8 @@ class Tape(Layout):
             self.next = i + 1
             self._stage_put((i, code, -1, -1, 0.0, d))
         elif d.size >= PLACE_MIN and d.dtype.char == "d":   # placed now: the arena's
-            i, view = self.append_into(code, -1, -1, d.shape, d.size)   # size stays known
-            view[...] = d
+            i, _ = self.append_into(code, -1, -1, d.shape, d.size,      # size stays known
+                                    lambda view: np.copyto(view, d))
         else:
             i = self.append(code, -1, -1, d)
         self.sources[i] = t
