@@ -184,3 +184,5 @@ def test_the_notebook_view_and_the_drawing_highlight_the_chain():
     dot = report.draw(z).source
     assert dot.count("fillcolor=salmon") == len(report.chain)
     assert '"LogBackward0", fillcolor=salmon' in dot
+    shown = tg.viz.show(z, highlight=report).source       # the same, without graphviz
+    assert shown.count("fillcolor=salmon") == len(report.chain)

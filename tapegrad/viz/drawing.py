@@ -155,8 +155,10 @@ def statements(tensor, params=None, show_saved=False, show_attrs=False, max_node
                highlight=None):
     """The DOT statements (attribute lines, nodes, edges) of the drawing of a tensor, or
     of a tuple or list of tensors (torchviz's several roots: one output box each).
-    ``highlight``: (tape uid, entry) pairs whose nodes are filled in salmon (a
-    ``NanReport``'s chain: ``report.draw(output)``)."""
+    ``highlight``: (tape uid, entry) pairs whose nodes are filled in salmon, or a
+    ``NanReport`` (its chain)."""
+    if isinstance(highlight, NanReport):
+        highlight = {(highlight.tape.uid, e) for e in highlight.chain}
     marked = set(highlight or ())
     names = {id(v): k for k, v in (params or {}).items()}
     tensors = list(tensor) if isinstance(tensor, (tuple, list)) else [tensor]
@@ -212,11 +214,13 @@ def statements(tensor, params=None, show_saved=False, show_attrs=False, max_node
     return out
 
 
-def to_dot(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500):
+def to_dot(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500,
+           highlight=None):
     """DOT source of the graph that computed ``tensor``.  ``params``: {name: leaf} to
     label leaves; ``show_saved``: draw saved tensors; ``show_attrs``: list saved values
-    in the nodes; ``max_nodes``: collapse / cut larger graphs."""
-    return _source(statements(tensor, params, show_saved, show_attrs, max_nodes))
+    in the nodes; ``max_nodes``: collapse / cut larger graphs; ``highlight``: a
+    ``NanReport`` whose chain is filled in salmon (or (tape uid, entry) pairs)."""
+    return _source(statements(tensor, params, show_saved, show_attrs, max_nodes, highlight))
 
 
 def _lines(body):
@@ -269,12 +273,14 @@ def make_dot(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=
 def _draw_report(report, output, **options):
     """``NanReport.draw(output)``: the graph behind ``output`` with the report's chain
     filled in salmon."""
-    return make_dot(output, highlight={(report.tape.uid, e) for e in report.chain}, **options)
+    return make_dot(output, highlight=report, **options)
 
 
 NanReport.draw = _draw_report
 
 
-def show(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500):
-    """Show the graph in a notebook: SVG with Graphviz's ``dot``, DOT text without."""
-    return Drawing(to_dot(tensor, params, show_saved, show_attrs, max_nodes))
+def show(tensor, params=None, show_saved=False, show_attrs=False, max_nodes=500,
+         highlight=None):
+    """Show the graph in a notebook: SVG with Graphviz's ``dot``, DOT text without
+    (``highlight``: a ``NanReport``, as ``to_dot``)."""
+    return Drawing(to_dot(tensor, params, show_saved, show_attrs, max_nodes, highlight))
