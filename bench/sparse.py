@@ -111,8 +111,9 @@ def rows(problems, sizes_of, repeats, dense_max, frameworks):
                         out.append(dict(problem=name, n=n, framework=fw, status="missing"))
                         continue
                 median, J = _median(run, repeats)
-                J = J.toarray() if hasattr(J, "toarray") else np.asarray(J).reshape(ref.shape)
                 if mask is not None:
+                    J = J.toarray() if hasattr(J, "toarray") else \
+                        np.asarray(J).reshape(ref.shape)
                     if np.abs(J[~mask]).max(initial=0.0) != 0.0:
                         raise SystemExit(f"{fw} {name} n={n}: a nonzero outside the pattern")
                     err = np.abs(J[mask] - ref.toarray()[mask]).max()

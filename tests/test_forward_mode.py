@@ -11,6 +11,7 @@ import tapegrad as tg
 import tapegrad.autograd.forward_ad as fwAD
 from tapegrad.autograd import functional as F
 from tapegrad.ops.table import BINARY, UNARY
+from test_cross_path import _call as torch_call
 from test_higher_order import _away_from_kinks
 from test_op_table import STRUCTURAL, _call, _inputs
 from custom_functions import Double
@@ -38,6 +39,27 @@ def test_tangents_equal_adjoints_elementwise(op, shape):
     fwd = F.jacobian(lambda *a: _call(op, *a), xs, vectorize=True, strategy="forward-mode")
     for a, b in zip(_arrays(rev), _arrays(fwd)):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)
+def test_large_tangents_equal_pytorchs(op):
+    """From ``fused.FUSE_MIN`` elements the tangent sweep runs an op's reverse block rule
+    block by block (5,000 elements: four whole blocks and a part): dual tensors against
+    PyTorch's forward AD, with tangents on both operands, on x only and on y only."""
+    n = 5000
+    arrs = [_inputs(op.domain, n)] + ([_inputs(op.domain_y, n)] if op.arity == 2 else [])
+    arrs = _away_from_kinks(op, arrs)
+    vs = [RNG.normal(size=n) for _ in arrs]
+    carries = [(True,)] if op.arity == 1 else [(True, True), (True, False), (False, True)]
+    for carry in carries:
+        found = []
+        for m, ad in ((tg, fwAD), (torch, torch.autograd.forward_ad)):
+            with ad.dual_level():
+                args = [ad.make_dual(m.tensor(a), m.tensor(v)) if c else m.tensor(a)
+                        for a, v, c in zip(arrs, vs, carry)]
+                found.append(ad.unpack_dual(torch_call(m, op.name, *args)).tangent.numpy())
+        # (atol: derivatives that cancel, as sinc's near its extrema, to 1e-12 of terms ~1)
+        np.testing.assert_allclose(found[0], found[1], rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(STRUCTURAL))

@@ -24,6 +24,7 @@ import ast
 import numpy as np
 
 from ..kernels import coloring
+from ..kernels import pattern as kpattern
 from ..ops.rules import parse
 from ..ops.table import BY_CODE, EW_OF
 from ..tape import CONST
@@ -187,7 +188,7 @@ def pattern(t, outs, ins):
             parts = [(rows, cols, deps[j]) for j, rows, cols in
                      LOCAL[BY_CODE[int(t.OP[i])].kind](t, i) if j in deps]
             if parts:
-                deps[i] = _compose(t.size(i), n_in, parts)
+                deps[i] = _compose(t.size(i), parts)
     ptrs, idx, at = [np.zeros(1, np.int64)], [], 0
     for e in outs:
         ptr, ind = deps.get(e) or (np.zeros(t.size(e) + 1, np.int64), np.zeros(0, np.int64))
@@ -199,52 +200,59 @@ def pattern(t, outs, ins):
                         shape=(indptr.size - 1, n_in))
 
 
-def _compose(n, n_in, parts):
+def _compose(n, parts):
     """Rows of a buffer of n elements whose element ``rows[k]`` reads element ``cols[k]``
     of an input with rows (indptr, indices), for each (rows, cols, (indptr, indices)) of
-    ``parts``: the union of those rows, sorted, as (indptr, indices).  (Boolean sparse
-    products drop nothing: a sum of True is True.)"""
-    if n == 1:                                   # scalar code: one row
-        ind = np.unique(np.concatenate([ix[p[c]:p[c + 1]] for _, cols, (p, ix) in parts
-                                        for c in cols.tolist()]))
-        return np.array([0, ind.size]), ind
-    sp = scipy_sparse()      # arrays: one sparse product L @ P over the inputs' rows
-    ptrs, ixs, L_rows, L_cols, base, nnz = [np.zeros(1, np.int64)], [], [], [], 0, 0
+    ``parts``: the union of those rows, sorted, as (indptr, indices)
+    (``kernels.pattern.compose`` over the inputs' rows stacked)."""
+    if len(parts) == 1:
+        rows, cols, (p, ix) = parts[0]
+        if rows.size == n == p.size - 1 and (rows == cols).all() and \
+                (rows == np.arange(n)).all():
+            return p, ix                         # element k reads element k: the same rows
+    ptrs, ixs, L_cols, base, nnz = [np.zeros(1, np.int64)], [], [], 0, 0
     for rows, cols, (p, ix) in parts:
         ptrs.append(p[1:] + nnz)
         ixs.append(ix)
-        L_rows.append(rows)
         L_cols.append(cols + base)
         base, nnz = base + p.size - 1, nnz + ix.size
-    P = sp.csr_array((np.ones(nnz, bool), np.concatenate(ixs), np.concatenate(ptrs)),
-                     shape=(base, n_in))
-    rows, cols = np.concatenate(L_rows), np.concatenate(L_cols)
-    total = sp.csr_array((np.ones(rows.size, bool), (rows, cols)), shape=(n, base)) @ P
-    total.sort_indices()
-    return total.indptr.astype(np.int64), total.indices.astype(np.int64)
+    rows, cols, ptr, ix = (np.concatenate(a).astype(np.int64, copy=False) for a in
+                           ([r for r, _, _ in parts], L_cols, ptrs, ixs))
+    return kpattern.compose(n, rows, cols, ptr, ix)
 
 
 # -- colorings, compressed sweeps and recovery ----------------------------------------------
-def _fewest(color, order_by, *graph):
+def _fewest(color, order_by, bound, *graph):
     """The greedy coloring with fewer colors of two vertex orders: as numbered (a
-    stencil's natural order), and largest degree first."""
+    stencil's natural order), and largest degree first; the first alone when it needs
+    no more than ``bound`` colors (a lower bound: no coloring needs fewer)."""
     n = graph[0].size - 1
     a = color(np.arange(n, dtype=np.int64), *graph)
+    if a.max(initial=-1) + 1 <= bound:
+        return a
     b = color(np.argsort(-order_by, kind="stable").astype(np.int64), *graph)
     return a if a.max(initial=-1) <= b.max(initial=-1) else b
 
 
-def column_colors(P):
-    """A coloring of P's columns in which columns sharing a row differ."""
+def _most_per_row(P):
+    return int(np.diff(P.indptr).max(initial=0))
+
+
+def column_colors(P, at_least=None):
+    """A coloring of P's columns in which columns sharing a row differ (the columns of
+    a row all differ: no such coloring has fewer colors than the longest row).  Above
+    ``at_least`` colors, None: the caller has a coloring that good."""
+    if at_least is not None and _most_per_row(P) > at_least:
+        return None
     C = P.tocsc()
-    return _fewest(coloring.columns, np.diff(C.indptr), C.indptr.astype(np.int64),
-                   C.indices.astype(np.int64), P.indptr.astype(np.int64),
-                   P.indices.astype(np.int64))
+    return _fewest(coloring.columns, np.diff(C.indptr), _most_per_row(P),
+                   C.indptr.astype(np.int64), C.indices.astype(np.int64),
+                   P.indptr.astype(np.int64), P.indices.astype(np.int64))
 
 
 def star_colors(P):
     """A star coloring of the symmetric pattern P."""
-    return _fewest(coloring.star, np.diff(P.indptr), P.indptr.astype(np.int64),
+    return _fewest(coloring.star, np.diff(P.indptr), 1, P.indptr.astype(np.int64),
                    P.indices.astype(np.int64))
 
 
@@ -259,8 +267,10 @@ class Plan:
             self.mode, self.color = "symmetric", star_colors(P)
             return
         cols = column_colors(P)
-        rows = column_colors(P.T.tocsr())
-        forward = cols.size == 0 or rows.size == 0 or cols.max() <= rows.max()
+        used = int(cols.max()) + 1 if cols.size else 0
+        # rows are colored only where that could take fewer sweeps than the columns
+        rows = column_colors(P.T.tocsr(), used - 1) if used > 1 and P.shape[0] else None
+        forward = rows is None or rows.size == 0 or cols.max() <= rows.max()
         self.mode, self.color = ("forward", cols) if forward else ("reverse", rows)
 
     @property

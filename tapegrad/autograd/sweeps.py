@@ -8,7 +8,7 @@ a tensor hook), and the caller takes the general path.
 """
 import numpy as np
 
-from ..kernels import cold
+from ..kernels import cold, fused
 from ..kernels.reverse import DONE, compile_rules, rules_for
 from ..kernels.tangent import reverse_rows, tangent, tangent_columns
 
@@ -25,6 +25,15 @@ def _work(t):
     return np.empty(2 * t.max_size), np.empty(t.max_size, np.int64)
 
 
+def _blocks(run, kernel, t, lo, hi):
+    """The tangent sweep's arguments for its large elementwise entries: the reverse
+    block rules of their ops (compiled, or for ``kernel``'s twin their twins) and the
+    size from which they apply."""
+    ops = fused.large_ops(t, lo, hi)
+    rev = fused.REV.compile_slots(ops) if run is kernel else fused.REV.twin_for(ops)
+    return rev, np.int64(fused.FUSE_MIN)
+
+
 def tangents(t, seeds, targets):
     """Tangents of the buffers ``targets`` when the buffers of ``seeds`` (entry ->
     float64 array) carry the given tangents: arrays, or None where none reaches."""
@@ -38,7 +47,8 @@ def tangents(t, seeds, targets):
     for e, v in seeds.items():
         has[e] = 2
         T[OFF[e]:OFF[e] + v.size] = v.reshape(-1)
-    status, _ = TANGENT.pick(tangent, t.nv + t.n, (3, 4))(lo, hi, t.arrays(), T, has, *_work(t))
+    run = TANGENT.pick(tangent, t.nv + t.n, (3, 4))
+    status, _ = run(lo, hi, t.arrays(), T, has, *_work(t), *_blocks(run, tangent, t, lo, hi))
     if status != DONE:
         raise RuntimeError(JVP_MISSING)
     return [T[OFF[e]:OFF[e] + t.size(e)].reshape(t.shape(e)).copy() if has[e] else None
@@ -80,9 +90,10 @@ def jacobian_columns(t, ins, outs, color=None):
         return J
     has = np.zeros(t.n, np.uint8)
     T = np.zeros(t.nv)
-    run = TANGENT.pick(tangent_columns, p * (t.nv + t.n), (6, 7, 11))
+    run = TANGENT.pick(tangent_columns, p * (t.nv + t.n), (6, 7, 13))
     status, i = run(0, p, np.array(ins, np.int64), lo, hi, t.arrays(), T, has, *_work(t),
-                    np.array(outs, np.int64), J, color)
+                    *_blocks(run, tangent_columns, t, lo, hi), np.array(outs, np.int64), J,
+                    color)
     if status != DONE:
         raise RuntimeError(JVP_MISSING)
     return J

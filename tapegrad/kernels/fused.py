@@ -186,6 +186,45 @@ def forward_parallel(ents, m, OP, A, B, C, C2, OFF, V, n, fwd, threads):
         forward_part(ents, m, OP, A, B, C, C2, OFF, V, n, fwd, np.int64(t), threads)
 
 
+@njit(**_JIT)
+def tangent_entry(e, n, OP, A, B, C, C2, OFF, V, T, has, rev):
+    """The tangent of elementwise entry ``e`` (``n`` elements) block by block: an
+    elementwise Jacobian is diagonal, so the tangent is the op's reverse block rule
+    applied to x's tangent, then to y's, added to 0 in that order (as
+    ``elementwise.tangent`` adds them element by element).  ``rev``: ``REV.table``
+    with e's op compiled."""
+    Tb = np.empty(TEMPS * BLOCK)
+    cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
+    rb, gb = np.empty(BLOCK), np.empty(BLOCK)
+    op, a, b, c, c2, oe = OP[e], A[e], B[e], C[e], C2[e], OFF[e]
+    ha = a >= 0 and has[a] != 0
+    hb = b >= 0 and has[b] != 0
+    zero = np.int64(0)
+    for k0 in range(0, n, BLOCK):
+        w = min(BLOCK, n - k0)
+        X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
+        Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
+        T[oe + k0:oe + k0 + w] = 0.0
+        rb[:w] = V[oe + k0:oe + k0 + w]
+        if ha:
+            gb[:w] = T[OFF[a] + k0:OFF[a] + k0 + w]
+            _rev(rev, op, (X, xo, Y, yo, rb, gb, zero, T, oe + k0, sink, zero, c2, w, Tb))
+        if hb:
+            gb[:w] = T[OFF[b] + k0:OFF[b] + k0 + w]
+            _rev(rev, op, (X, xo, Y, yo, rb, gb, zero, sink, zero, T, oe + k0, c2, w, Tb))
+
+
+def large_ops(t, lo, hi):
+    """The op codes of the elementwise entries ``lo..hi`` of tape (or recording) ``t``
+    that the tangent sweep runs block by block (``FUSE_MIN`` elements or more)."""
+    if t.max_size < FUSE_MIN or hi < lo:
+        return ()
+    ops, meta = t.OP[lo:hi + 1], t.META[lo:hi + 1]
+    big = (ops <= EW_LAST) & (meta >= 0)
+    big[big] = t.IAUX[meta[big]] >= FUSE_MIN
+    return np.unique(ops[big]).tolist()
+
+
 def launch(part, parallel, work, *args):
     """Run ``parallel`` when ``work`` (elements x entries) is worth both cores and no
     other thread is in a parallel kernel, else ``part`` over all of it (its one share of

@@ -100,6 +100,11 @@ class Rules:
                 self.compile_into(slot, *self.example())
         return self.table
 
+    def twin_for(self, slots):
+        """``twin_table`` for a twin that calls only the kernels of ``slots``: where it
+        gives way to the compiled kernel, only those are compiled."""
+        return _TwinTable(self, slots)
+
 
 def _abi(tys):
     """Types as a call passes them: a read-only array is passed as a writable one (the
@@ -114,8 +119,9 @@ class _TwinTable:
     the twin gives way to the compiled kernel (``cold``), that is passed ``for_compiled()``:
     the table, every rule compiled (or loaded from the cache the background filled)."""
 
-    def __init__(self, rules):
-        self.for_compiled = rules.compile_all
+    def __init__(self, rules, slots=None):
+        self.for_compiled = rules.compile_all if slots is None else \
+            (lambda: rules.compile_slots(slots))
 
     def __getitem__(self, slot):
         return 1

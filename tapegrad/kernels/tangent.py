@@ -13,21 +13,38 @@ compiled call and collect the rows (or columns) of a Jacobian.
 import numpy as np
 from numba import njit
 
-from . import broadcast, elementwise, matmul, reduce, softmax, structural
+from . import broadcast, elementwise, fused, matmul, reduce, softmax, structural
 from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, COMPARE_FIRST,
                         EW_LAST, GATHER_FIRST, HOST_FIRST, HOST_LAST, INDEX_LAST, MATMUL_FIRST,
                         MATMUL_LAST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST, SOFTMAX_FIRST,
                         SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_LAST)
 from .layout import extras_at, size_of, tiny_tape
-from .reverse import DONE, HOST, NEVER, RULES, sweep
+from .reverse import DONE, HOST, NEVER, RULE, RULES, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
-def tangent(lo, hi, tape, T, has, scratch, omap):
+def tangent(lo, hi, tape, T, has, scratch, omap, rev, fuse_min):
     """Tangents of entries ``lo..hi`` in order.  Returns ``(DONE, -1)`` or ``(HOST, i)``
-    at a host entry that a tangent reaches (custom Functions have no tangent rule)."""
+    at a host entry that a tangent reaches (custom Functions have no tangent rule).  An
+    elementwise entry of ``fuse_min`` elements or more is swept block by block by its
+    op's reverse block rule (``fused.tangent_entry``; ``rev``: ``fused.REV.table``, those
+    ops compiled, ``fused.large_ops``)."""
+    OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
+    start = lo
+    while True:
+        status, i = _walk(start, hi, tape, T, has, scratch, omap, fuse_min)
+        if status != RULE:
+            return status, i
+        fused.tangent_entry(i, size_of(META, IAUX, i), OP, A, B, C, C2, OFF, V, T, has, rev)
+        start = i + 1
+
+
+@njit(inline="always", **_JIT)
+def _walk(lo, hi, tape, T, has, scratch, omap, fuse_min):
+    """The tangent sweep's loop, up to a large elementwise entry: ``(RULE, i)``, its
+    tangent computed outside the loop (a call through an address, as ``reverse``)."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     for i in range(lo, hi + 1):
         op = OP[i]
@@ -56,6 +73,8 @@ def tangent(lo, hi, tape, T, has, scratch, omap):
         has[i] = 1
         oi = OFF[i]
         if op <= EW_LAST:
+            if META[i] >= 0 and IAUX[META[i]] >= fuse_min:
+                return RULE, i
             elementwise.tangent(i, op, A, B, C, C2, OFF, META, IAUX, V, T, has)
         elif op == OP_WHERE:
             structural.where_tangent(i, A, B, OFF, META, IAUX, V, T, has)
@@ -116,7 +135,8 @@ def reverse_rows(r0, r1, outs, top, tape, G, live, scratch, omap, host_min, want
 
 
 @njit(**_JIT)
-def tangent_columns(c0, c1, ins, lo, hi, tape, T, has, scratch, omap, outs, J, color):
+def tangent_columns(c0, c1, ins, lo, hi, tape, T, has, scratch, omap, rev, fuse_min, outs, J,
+                    color):
     """Columns ``c0..c1-1`` of a (column-compressed) Jacobian by tangent sweeps: column c
     seeds a one in every element k of the inputs (buffers ``ins``) with ``color[k] == c``
     and reads the tangents of ``outs``."""
@@ -131,7 +151,7 @@ def tangent_columns(c0, c1, ins, lo, hi, tape, T, has, scratch, omap, outs, J, c
             for k in range(s):
                 T[OFF[e] + k] = 1.0 if color[pos + k] == c else 0.0
             pos += s
-        status, i = tangent(lo, hi, tape, T, has, scratch, omap)
+        status, i = tangent(lo, hi, tape, T, has, scratch, omap, rev, fuse_min)
         if status != DONE:
             return status, i
         pos = 0
@@ -149,6 +169,7 @@ def warm():
     import numpy as np
     tape = tiny_tape()
     i, u, f, J = tape[1], tape[8], tape[9], np.zeros((1, 1))
-    tangent(0, -1, tape, f, u, f, i)
+    rev, big = fused.REV.table, np.int64(fused.FUSE_MIN)
+    tangent(0, -1, tape, f, u, f, i, rev, big)
     reverse_rows(0, 0, i, 0, tape, f, u, f, i, 1, i, J, RULES.table, i)
-    tangent_columns(0, 0, i, 0, -1, tape, f, u, f, i, i, J, i)
+    tangent_columns(0, 0, i, 0, -1, tape, f, u, f, i, rev, big, i, J, i)
