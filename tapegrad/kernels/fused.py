@@ -204,13 +204,18 @@ def tangent_entry(e, n, OP, A, B, C, C2, OFF, V, T, has, rev):
         w = min(BLOCK, n - k0)
         X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
         Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
-        T[oe + k0:oe + k0 + w] = 0.0
-        rb[:w] = V[oe + k0:oe + k0 + w]
+        for k in range(w):
+            T[oe + k0 + k] = 0.0
+            rb[k] = V[oe + k0 + k]
         if ha:
-            gb[:w] = T[OFF[a] + k0:OFF[a] + k0 + w]
+            ta = OFF[a] + k0
+            for k in range(w):
+                gb[k] = T[ta + k]
             _rev(rev, op, (X, xo, Y, yo, rb, gb, zero, T, oe + k0, sink, zero, c2, w, Tb))
         if hb:
-            gb[:w] = T[OFF[b] + k0:OFF[b] + k0 + w]
+            tb = OFF[b] + k0
+            for k in range(w):
+                gb[k] = T[tb + k]
             _rev(rev, op, (X, xo, Y, yo, rb, gb, zero, sink, zero, T, oe + k0, c2, w, Tb))
 
 
