@@ -132,3 +132,58 @@ def test_200k_op_chain_records_backprops_and_frees():
     del y, f, nf
     gc.collect()
     assert ref() is None
+
+
+def test_idle_pools_go_back_to_the_system(monkeypatch):
+    """Memory comes back after ``del`` (PyTorch's allocator frees large blocks): the
+    arenas and adjoints kept for the next backward are dropped once the pools sit
+    unused for ``IDLE_S``.  The clock is passed in; the watcher thread is held off."""
+    from tapegrad.autograd import engine
+    from tapegrad.tape import arena
+    monkeypatch.setattr(arena, "IDLE_S", 1e9)      # (the watcher thread empties nothing)
+    x = tg.tensor(np.linspace(0.1, 1.0, 100_000), requires_grad=True)
+    for _ in range(2):
+        y = (x.sin() * x + x.tanh()).sum()
+        y.backward()
+    expect = np.sin(x.detach().numpy()) + x.detach().numpy() * np.cos(x.detach().numpy()) \
+        + 1 - np.tanh(x.detach().numpy()) ** 2
+    np.testing.assert_allclose(x.grad.numpy(), 2 * expect, rtol=1e-12)
+    del y
+    gc.collect()
+    assert _pool and engine._POOL                   # kept for the next backward
+    held = sum(a.nbytes for a in _pool)
+    assert held >= 100_000 * 8
+    now = arena._idle["last"]
+    assert not arena.release_idle(now=now + 0.5e9)  # not idle long enough: kept
+    assert sum(a.nbytes for a in _pool) == held
+    assert arena.release_idle(now=now + 2e9)
+    assert not _pool and not engine._POOL
+    assert not arena.release_idle(now=now + 4e9)    # nothing held: nothing to do
+    y = (x.sin() * x + x.tanh()).sum()              # and the next backward still works
+    x.grad = None
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-12)
+
+
+def test_a_new_tape_holds_no_pooled_arena():
+    x = tg.tensor(np.ones(10_000), requires_grad=True)
+    (x * 2).sum().backward()
+    gc.collect()
+    pooled = {id(a) for a in _pool}
+    assert pooled
+    assert id(Tape().V) not in pooled and Tape().V.nbytes < 10_000
+
+
+def test_interpreter_exits_with_arenas_pooled():
+    """A tape dying at shutdown pools its arena from ``__del__``; no thread may be
+    started then (one started during shutdown never runs, and the exit hung)."""
+    import subprocess
+    code = ("import numpy as np, tapegrad as tg\n"
+            "x = tg.tensor(np.ones(5000), requires_grad=True)\n"
+            "y = (x.sin() * x).sum(); y.backward()\n"
+            "z = (x * 3).sum()\n"          # a live tape with an arena at exit
+            "print(float(x.grad.sum()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert abs(float(out.stdout) - 5000 * (np.sin(1.0) + np.cos(1.0))) < 1e-8

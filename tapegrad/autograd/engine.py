@@ -49,7 +49,8 @@ HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no roun
 NO_FUSION = 1 << 62       # anomaly mode checks each entry's adjoints: no fused runs
 RUN_CHUNK = 4096          # entries of a run swept by one fused call, at most
 REUSE_MIN = 1 << 16       # adjoint arenas this large are kept for the thread's next backward
-_POOL = threading.local()
+_POOL = {}                # thread id -> its _Adjoints (emptied with the tape's pools)
+tp.on_release(_POOL.clear)
 # per op code: does its backward need its first input / second input / its result?
 SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
               for s in ("self", "other", "result"))
@@ -216,7 +217,8 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
 
 class _Adjoints:
     """A large adjoint arena, kept per thread between backwards (fresh memory costs a
-    page fault per 4 KiB, more than a sweep).  It is handed back dirty and cleared when
+    page fault per 4 KiB, more than a sweep) until the tape's pools sit idle
+    (``tape.on_release``).  It is handed back dirty and cleared when
     taken again (once no view of it is alive: a hook may have kept a gradient); the
     fused kernels zero each adjoint they use up while it is in cache, so only the rest
     is cleared: for a 50-op chain on 100,000 elements, clearing all 40 MB costs 2 ms."""
@@ -228,8 +230,7 @@ class _Adjoints:
 
     @classmethod
     def take(cls, nv):
-        st = getattr(_POOL, "adjoints", None)
-        _POOL.adjoints = None
+        st = _POOL.pop(threading.get_ident(), None)
         if st is None or st.arena.shape[0] < nv or sys.getrefcount(st.arena) > 2:
             st = cls(nv + nv // 4)                 # (2: the attribute, getrefcount's argument)
         else:
@@ -246,7 +247,8 @@ class _Adjoints:
         self.cleared = []
 
     def give_back(self):
-        _POOL.adjoints = self
+        _POOL[threading.get_ident()] = self
+        tp.watch_pools()
 
 
 def _adjoint_arena(nv):

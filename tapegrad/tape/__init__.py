@@ -30,7 +30,7 @@ memory costs page faults, about 2.5 us per 4 KiB here, more than the op itself).
 values are never written to (in-place ops rebind), and an arena that views still
 refer to is never reused: ``_reset``, ``release`` and the pools check its refcount.
 """
-from .arena import _pool
+from .arena import _pool, on_release, release_pools, watch as watch_pools
 from .columns import COLUMNS, CONSUMED, HIDDEN, HOOKED, SINGLE, Y_TRANSPOSED, Layout, y_blocks
 from .entry_state import EntryState
 from .tape import (CODE, CONST, EXTERNAL, LEAF, LOCATIONS, PLACE_MIN, SECOND_BACKWARD, Tape,
@@ -40,5 +40,5 @@ from .tape import (CODE, CONST, EXTERNAL, LEAF, LOCATIONS, PLACE_MIN, SECOND_BAC
 
 __all__ = ["CODE", "COLUMNS", "CONST", "CONSUMED", "EXTERNAL", "EntryState", "HIDDEN", "HOOKED",
            "LEAF", "LOCATIONS", "Layout", "PLACE_MIN", "SECOND_BACKWARD", "Tape", "_live", "_plain_append",
-           "_pool", "current_tape", "live_tape", "observe_entries", "record_locations",
-           "replace_default", "roomy_tape"]
+           "_pool", "current_tape", "live_tape", "observe_entries", "on_release",
+           "record_locations", "release_pools", "replace_default", "roomy_tape", "watch_pools"]

@@ -1,7 +1,20 @@
 """The value arenas and column sets of tapes: grown by doubling, pooled for reuse (fresh
 memory costs a page fault per 4 KiB, more than the ops that fill it), never reused while
-a tensor still views one."""
+a tensor still views one.
+
+Pooled arenas go back to the system once the pools sit unused for ``IDLE_S`` seconds, so
+memory comes back after ``del`` as it does in PyTorch, and a loop that keeps recording
+keeps its arenas.  A daemon thread looks every ``_POLL_S`` (``release_idle``;
+``release_pools`` empties them at once).  It is started by ``watch`` from ordinary code
+(a tape growing, a backward handing its adjoints back), never from ``__del__``: a thread
+started during garbage collection or interpreter shutdown can hang.  ``touch``, which
+``__del__`` does call, only stamps the clock.  Other pools of large arrays (the
+engine's adjoint arenas) register with ``on_release`` and go with them.  Every pool
+operation holds ``_LOCK`` (reentrant: a ``__del__`` may run inside one)."""
+import os
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -12,6 +25,67 @@ _col_pool = []               # column sets of dead tapes, for reuse
 _LARGE = 1 << 16             # values past which a growing arena takes the largest pooled one
                              # (the 108-op chain over 200,000 values: 4 tapes a run, a
                              # first-fit arena was outgrown and copied, 16 ms of its 110)
+IDLE_S = 1.0                 # pools unused this long are emptied
+_POLL_S = 0.25               # by a thread that looks this often
+_LOCK = threading.RLock()
+_idle = {"last": 0.0, "held": False, "thread": None}
+_releasers = []              # fn(): empty another pool (registered by layers above)
+
+
+def on_release(fn):
+    """Call ``fn()`` whenever the pools are emptied (it empties a pool of its own)."""
+    _releasers.append(fn)
+
+
+def touch():
+    """A pool was just used (filled or taken from): the idle clock starts again."""
+    _idle["last"] = time.monotonic()
+    _idle["held"] = True
+
+
+def watch():
+    """Touch, and start the thread that empties idle pools if it is not running."""
+    touch()
+    if _idle["thread"] is None and not sys.is_finalizing():
+        thread = threading.Thread(target=_watcher, name="tapegrad-pools", daemon=True)
+        _idle["thread"] = thread
+        thread.start()
+
+
+def _watcher():
+    while True:
+        time.sleep(_POLL_S)
+        release_idle()
+
+
+def release_idle(now=None):
+    """Empty the pools if they hold something and sat unused for ``IDLE_S`` (``now``:
+    the monotonic clock's reading).  Returns whether it emptied them."""
+    with _LOCK:
+        if not _idle["held"] or (time.monotonic() if now is None else now) - _idle["last"] < IDLE_S:
+            return False
+        release_pools()
+        return True
+
+
+def release_pools():
+    """Give every pooled arena back to the system now."""
+    with _LOCK:
+        _idle["held"] = False
+        _pool.clear()
+        for fn in _releasers:
+            fn()
+
+
+def _after_fork():
+    """A child has no watcher thread (it starts one at its next use), and the lock may
+    have been held by a thread the child does not have."""
+    global _LOCK
+    _LOCK = threading.RLock()
+    _idle["thread"] = None
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _viewed(V, frames=1):
@@ -34,9 +108,11 @@ _zeros = [np.zeros(0)]
 
 
 def _pool_arena(V):
-    if (V.shape[0] >= 256 and len(_pool) < 16 and V.flags.writeable and not _viewed(V, 2)
-            and V.nbytes + sum(a.nbytes for a in _pool) <= _POOL_BYTES):
-        _pool.append(V)
+    if V.shape[0] >= 256 and V.flags.writeable and not _viewed(V, 2):
+        with _LOCK:
+            if len(_pool) < 16 and V.nbytes + sum(a.nbytes for a in _pool) <= _POOL_BYTES:
+                _pool.append(V)
+                touch()
 
 
 def _grow(arr, need, pool=(), used=None):
@@ -47,10 +123,17 @@ def _grow(arr, need, pool=(), used=None):
     if need <= arr.shape[0]:
         return arr
     cap = max(need, 2 * arr.shape[0], 2 * need if need >= _LARGE else 0)
-    fits = [k for k, a in enumerate(pool) if a.shape[0] >= cap]
-    if fits and need >= _LARGE:      # a large tape takes the largest: it will grow again
-        fits.sort(key=lambda k: -pool[k].shape[0])
-    new = pool.pop(fits[0]) if fits else np.empty(cap, arr.dtype)
+    new = None
+    with _LOCK:
+        fits = [k for k, a in enumerate(pool) if a.shape[0] >= cap]
+        if fits and need >= _LARGE:      # a large tape takes the largest: it will grow again
+            fits.sort(key=lambda k: -pool[k].shape[0])
+        if fits:
+            new = pool.pop(fits[0])
+    if new is None:
+        new = np.empty(cap, arr.dtype)
+    if cap >= 256 and pool is _pool:       # (it may be pooled when its tape dies)
+        watch()
     used = arr.shape[0] if used is None else used
     new[:used] = arr[:used]
     return new

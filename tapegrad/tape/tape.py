@@ -51,7 +51,7 @@ class Tape(Layout):
         cols = _col_pool.pop() if _col_pool else None
         self.__dict__.update(cols if cols else
                              {name: np.empty(capacity, dtype) for name, dtype in _COLUMNS})
-        self.V = _pool.pop() if _pool else np.empty(capacity, np.float64)
+        self.V = np.empty(capacity, np.float64)   # (a pooled arena when it grows)
         self._reset()
 
     def _reset(self):
