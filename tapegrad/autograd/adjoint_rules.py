@@ -132,16 +132,6 @@ def _filled(v, g):
     return v if _is_tensor(v) else from_array(np.full(tuple(g.shape), v))
 
 
-def _offsets(shape, strides, base=0):
-    """Linear-index -> offset map of a C-ordered ``shape`` read with ``strides``."""
-    off = np.full(tuple(shape), base, np.int64)
-    for d, (n, s) in enumerate(zip(shape, strides)):
-        axis = [1] * len(shape)
-        axis[d] = n
-        off += np.arange(n, dtype=np.int64).reshape(axis) * int(s)
-    return off.reshape(-1)
-
-
 def scatter_add(g, src, n_in, in_shape):
     """The transpose of a gather: result element j sums the elements k of ``g`` with
     ``src[k] == j``, recorded as an index entry (and a sum where targets repeat)."""
@@ -192,7 +182,7 @@ def gathered(pieces, n_in, in_shape):
 
 def where(i, g, h):
     from .. import elementwise
-    mask = h.value(int(h.extras(i)[0])) != 0.0
+    mask = h.value(h.condition(i)) != 0.0
     a, b = h.A[i], h.B[i]
     out = []
     if _wants(h, a):
@@ -219,8 +209,7 @@ def gather(i, g, h):
             n in (1, shape[lead + d]) for d, n in enumerate(in_shape)):
         dims = tuple(d for d, s in enumerate(strides) if s == 0 and shape[d] != 1)
         return [(a, (g.sum(dims, keepdim=True) if dims else g).reshape(in_shape))]
-    src = _offsets(shape, strides, int(ex[0]))
-    return [(a, Scattered(g, src))]
+    return [(a, Scattered(g, h.gather_sources(i)))]
 
 
 def reshape(i, g, h):
@@ -232,7 +221,7 @@ def index(i, g, h):
     a = h.A[i]
     if not _wants(h, a):
         return []
-    return [(a, Scattered(g, h.extras(i)[:h.size(i)]))]
+    return [(a, Scattered(g, h.index_sources(i)))]
 
 
 def reduce(i, g, h):
@@ -241,7 +230,7 @@ def reduce(i, g, h):
     if not _wants(h, a):
         return []
     in_shape, nin, nout = h.shape(a), h.size(a), h.size(i)
-    o = _offsets(in_shape, h.extras(i)[:len(in_shape)]) if in_shape else np.zeros(1, np.int64)
+    o = h.reduce_targets(i)
     spread = g.reshape(-1)[o].reshape(in_shape)
     name = BY_CODE[int(h.OP[i])].name
     if name in ("sum", "sum_dim"):
@@ -301,7 +290,7 @@ def softmax(i, g, h):
     a = h.A[i]
     if not _wants(h, a):
         return []
-    outer, n, inner = (int(v) for v in h.extras(i)[:3])
+    outer, n, inner = h.softmax_dims(i)
     g3 = g.reshape(outer, n, inner)
     r3 = h(i).reshape(outer, n, inner)
     if BY_CODE[h.OP[i]].name == "softmax":

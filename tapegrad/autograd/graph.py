@@ -243,6 +243,22 @@ def _inputs(t, i):
     return [b] if a < 0 else [a, b]
 
 
+def input_buffers(t, i):
+    """Input buffers of entry i (no Python-number operands)."""
+    return [j for j in _inputs(t, i) if j >= 0]
+
+
+def ancestors(t, i):
+    """The entries that entry i depends on, i included."""
+    seen, stack = {i}, [i]
+    while stack:
+        for j in input_buffers(t, stack.pop()):
+            if j not in seen:
+                seen.add(j)
+                stack.append(j)
+    return seen
+
+
 def edges(t, i, hidden=None):
     """``(node, input_nr, buffer)`` per ``next_functions`` edge of entry i's node, in
     PyTorch's order; buffer -1 where the edge is None.  The hidden entries looked

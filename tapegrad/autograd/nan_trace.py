@@ -21,11 +21,10 @@ import warnings
 
 import numpy as np
 
-from ..ops.table import BY_CODE, CODE
+from ..ops.table import BY_CODE
 from ..tape import LOCATIONS
+from .graph import ancestors, input_buffers as inputs, node_of
 from .sparse import reads
-
-_FUNCTION = CODE["function"]
 
 
 class NanReport:
@@ -60,28 +59,8 @@ class NanReport:
 
 def _node_name(t, i):
     if hasattr(t, "autograd"):                # a tape: its Node's name, as grad_fn shows
-        from .graph import node_of
         return node_of(t, i).name()
     return BY_CODE[int(t.OP[i])].node         # a recording: the op's Node name
-
-
-def inputs(t, i):
-    if int(t.OP[i]) == _FUNCTION:
-        from .graph import _inputs as graph_inputs
-        return [j for j in graph_inputs(t, i) if j >= 0]
-    if BY_CODE[int(t.OP[i])].kind == "cat":
-        return [b for b, _ in t.cat_pieces(i)[1]]
-    return [int(j) for j in (t.A[i], t.B[i]) if j >= 0]
-
-
-def _ancestors(t, top):
-    seen, stack = {top}, [top]
-    while stack:
-        for j in inputs(t, stack.pop()):
-            if j not in seen:
-                seen.add(j)
-                stack.append(j)
-    return seen
 
 
 def _sizes(t, n):
@@ -150,7 +129,7 @@ def forward_origin(t, top):
     candidates = np.flatnonzero(bad[OFF + sizes] - bad[OFF] > 0)
     if not candidates.size:
         return None
-    up = _ancestors(t, top)
+    up = ancestors(t, top)
     for e in candidates.tolist():
         if e not in up:
             continue

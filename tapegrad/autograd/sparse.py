@@ -29,7 +29,6 @@ from ..ops.rules import parse
 from ..ops.table import BY_CODE, EW_OF
 from ..tape import CONST
 from . import sweeps
-from .adjoint_rules import _offsets
 
 NEEDS_SCIPY = ("sparse Jacobians and Hessians need SciPy, which is not installed: "
                "pip install 'tapegrad[sparse]' (or scipy)")
@@ -71,7 +70,7 @@ def _selected(t, i):
     """where: each element reads the side its condition selects when the condition is a
     constant, else either side (a condition computed from the inputs may select the
     other at other inputs)."""
-    cond = int(t.extras(i)[0])
+    cond = t.condition(i)
     out = [_diagonal(t, i, j) for j in (int(t.A[i]), int(t.B[i])) if j >= 0]
     if t.OP[cond] != CONST:
         return out
@@ -85,21 +84,18 @@ def _same(t, i):
 
 
 def _gather(t, i):
-    ex, shape = t.extras(i), t.shape(i)
-    src = _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
+    src = t.gather_sources(i)
     return [(int(t.A[i]), np.arange(src.size), src)]
 
 
 def _index(t, i):
     n = t.size(i)
-    return [(int(t.A[i]), np.arange(n), np.asarray(t.extras(i)[:n], np.int64))]
+    return [(int(t.A[i]), np.arange(n), np.asarray(t.index_sources(i), np.int64))]
 
 
 def _reduce(t, i):
-    a = int(t.A[i])
-    shape = t.shape(a)
-    o = _offsets(shape, t.extras(i)[:len(shape)]) if shape else np.zeros(1, np.int64)
-    return [(a, o, np.arange(o.size))]
+    o = t.reduce_targets(i)
+    return [(int(t.A[i]), o, np.arange(o.size))]
 
 
 def _matmul(t, i):
@@ -128,7 +124,7 @@ def _cat(t, i):
 
 
 def _softmax(t, i):
-    outer, n, inner = (int(v) for v in t.extras(i)[:3])
+    outer, n, inner = t.softmax_dims(i)
     o, r, s, q = np.ix_(np.arange(outer), np.arange(n), np.arange(inner), np.arange(n))
     full = (outer, n, inner, n)
     rows = np.broadcast_to((o * n + r) * inner + s, full).ravel()

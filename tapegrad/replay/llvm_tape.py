@@ -33,7 +33,6 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from ..ops.rules import Walker, helper_def
-from ..autograd.adjoint_rules import _offsets
 from ..ops.table import BY_CODE, CODE, EW_OF, KINDS, kind_range
 from ..tracing import G_EQUAL, G_TRUTH
 
@@ -160,21 +159,6 @@ def _check_supported(r):
             raise CompileError("the compiled tier checks value guards only (not argmax)")
 
 
-def _reduce_map(r, i):
-    """Output element of each input element of reduction entry i."""
-    a = int(r.A[i])
-    shape = r.shape(a)
-    if not shape:
-        return np.zeros(1, np.int64)
-    return _offsets(shape, r.extras(i)[:len(shape)])
-
-
-def _gather_map(r, i):
-    ex = r.extras(i)
-    shape = r.shape(i)
-    return _offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
-
-
 def _broadcast_map(r, i):
     """(x position, y position) per output element of broadcast entry i, in the
     kernel's loop order (``kernels.broadcast``)."""
@@ -229,7 +213,7 @@ class _Tape:
         if kind in ("ew", "compare", "where"):
             xs, ys = self.operand(a, i, n), self.operand(b, i, n)
             if kind == "where":
-                cs = self.elems(int(r.extras(i)[0]))
+                cs = self.elems(r.condition(i))
                 out = []
                 for k in range(n):
                     c = em.tmp(f"fcmp une double {cs[k]}, {const(0.0)}")
@@ -243,14 +227,14 @@ class _Tape:
             return [em.expr(fwd, {"x": xs[p], "y": ys[q]}) for p, q in _broadcast_map(r, i)]
         src = self.elems(a)
         if kind == "gather":
-            return [src[o] for o in _gather_map(r, i)]
+            return [src[o] for o in r.gather_sources(i)]
         if kind in ("reshape", "stop"):
             if r.C[i] == 32.0:             # a copy into float32: rounded (structural.move)
                 return [em.tmp("fpext float " + em.tmp(f"fptrunc double {v} to float")
                                + " to double") for v in src]
             return list(src)
         if kind == "index":
-            return [src[p] for p in r.extras(i)[:n]]
+            return [src[p] for p in r.index_sources(i)]
         if kind == "cat":
             outer, pieces = r.cat_pieces(i)
             out = []
@@ -266,7 +250,7 @@ class _Tape:
 
     def _rows(self, i):
         """Element positions of each softmax row, as ``kernels/softmax.py`` walks them."""
-        outer, n, inner = (int(v) for v in self.r.extras(i)[:3])
+        outer, n, inner = self.r.softmax_dims(i)
         return [[p * n * inner + q + j * inner for j in range(n)]
                 for p in range(outer) for q in range(inner)]
 
@@ -331,7 +315,7 @@ class _Tape:
     def _reduce(self, i, name, src):
         """As the interpreter: accumulate in input order from 0, 1 or -/+inf."""
         em, nout = self.em, self.r.size(i)
-        o = _reduce_map(self.r, i)
+        o = self.r.reduce_targets(i)
         if name in ("sum", "sum_dim", "mean", "mean_dim"):
             acc = self._sum(src, o, nout)
             if name.startswith("mean"):
@@ -387,19 +371,19 @@ class _Tape:
                 if spec.gy:
                     self.add(b, k, em.expr(spec.gy, env))
         elif kind == "where":
-            cs = self.elems(int(r.extras(i)[0]))
+            cs = self.elems(r.condition(i))
             for k in range(n):
                 c = em.tmp(f"fcmp une double {cs[k]}, {const(0.0)}")
                 self.add(a, k, em.tmp(f"select i1 {c}, double {g[k]}, double {const(0.0)}"))
                 self.add(b, k, em.tmp(f"select i1 {c}, double {const(0.0)}, double {g[k]}"))
         elif kind == "gather":
-            for k, o in enumerate(_gather_map(r, i)):
+            for k, o in enumerate(r.gather_sources(i)):
                 self.add(a, int(o), g[k])
         elif kind == "reshape":
             for k in range(n):
                 self.add(a, k, g[k])
         elif kind == "index":
-            for k, p in enumerate(r.extras(i)[:n]):
+            for k, p in enumerate(r.index_sources(i)):
                 self.add(a, int(p), g[k])
         elif kind == "cat":
             outer, pieces = r.cat_pieces(i)
@@ -466,7 +450,7 @@ class _Tape:
     def _reduce_adjoint(self, i, name, g):
         r, em = self.r, self.em
         a = int(r.A[i])
-        o = _reduce_map(r, i)
+        o = r.reduce_targets(i)
         X = self.elems(a)
         if name in ("sum", "sum_dim"):
             for k in range(len(X)):

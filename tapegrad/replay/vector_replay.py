@@ -39,7 +39,7 @@ def is_vector(r):
 
 
 def _macs(r, e):
-    nb, M, K, N = (int(v) for v in r.extras(e)[:4])
+    nb, M, K, N = r.product(e)[:4]
     return nb * M * K * N
 
 

@@ -17,6 +17,16 @@ def y_blocks(flat, nb, K, N, transposed):
     return flat.reshape(nb, N, K).transpose(0, 2, 1) if transposed else flat.reshape(nb, K, N)
 
 
+def strided_offsets(shape, strides, base=0):
+    """Linear-index -> offset map of a C-ordered ``shape`` read with ``strides``."""
+    off = np.full(tuple(shape), base, np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        axis = [1] * len(shape)
+        axis[d] = n
+        off += np.arange(n, dtype=np.int64).reshape(axis) * int(s)
+    return off.reshape(-1)
+
+
 class Layout:
     """The entry layout, read in Python (``kernels/layout.py`` reads it in compiled code):
     entry i's values at ``V[OFF[i]:]``; unless it is a 0-d scalar (``META[i] < 0``),
@@ -44,6 +54,31 @@ class Layout:
         """(outer, [(buffer, inner), ...]) of a concatenation entry."""
         ex = self.extras(i)
         return int(ex[0]), [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(int(ex[1]))]
+
+    def gather_sources(self, i):
+        """Per output element of gather entry i, the input element it reads (extras:
+        the base offset, then a stride per output dim)."""
+        ex, shape = self.extras(i), self.shape(i)
+        return strided_offsets(shape, ex[1:1 + len(shape)], int(ex[0]))
+
+    def index_sources(self, i):
+        """Per output element of index entry i, the input element it reads."""
+        return self.extras(i)[:self.size(i)]
+
+    def condition(self, i):
+        """The buffer holding a ``where`` entry's condition."""
+        return int(self.extras(i)[0])
+
+    def reduce_targets(self, i):
+        """Per input element of reduction entry i, the output element it feeds (extras:
+        an output stride per input dim, 0 along the reduced dims)."""
+        shape = self.shape(int(self.A[i]))
+        return strided_offsets(shape, self.extras(i)[:len(shape)])
+
+    def softmax_dims(self, i):
+        """(outer, n, inner) of a softmax entry: rows of n values, ``inner`` apart."""
+        outer, n, inner = (int(v) for v in self.extras(i)[:3])
+        return outer, n, inner
 
     def product(self, i):
         """(nb, M, K, N, dtype, y_transposed) of a matrix-product entry, x (nb, M, K) @

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops.table import BY_CODE, CODE
+from ..autograd.graph import ancestors as depends, input_buffers as inputs
 from ..autograd.nan_trace import NanReport
 from ..tape import HIDDEN, LOCATIONS, Tape
 
@@ -31,12 +32,6 @@ def node_name(t, i):
     return node_of(t, i).name()
 
 
-def inputs(t, i):
-    """Input buffers of entry i (no Python-number operands)."""
-    from ..autograd.graph import _inputs as entry_inputs
-    return [j for j in entry_inputs(t, i) if j >= 0]
-
-
 def operands(t, i):
     """Entry i's operands in order: buffer indices (int) and Python-number constants
     (float), so ``x * 3`` shows as ``[0, 3.0]``."""
@@ -45,17 +40,6 @@ def operands(t, i):
         a, b, c = int(t.A[i]), int(t.B[i]), float(t.C[i])
         return [a if a >= 0 else c, b if b >= 0 else c]
     return inputs(t, i)
-
-
-def depends(t, i):
-    """The entries of tape ``t`` that entry i depends on, i included (iterative)."""
-    seen, stack = set(), [i]
-    while stack:
-        j = stack.pop()
-        if j not in seen:
-            seen.add(j)
-            stack.extend(inputs(t, j))
-    return seen
 
 
 # -- dtypes ------------------------------------------------------------------------------
