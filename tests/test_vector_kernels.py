@@ -274,12 +274,11 @@ def test_parallel_kernels_equal_one_share_of_all(n):
         np.testing.assert_array_equal(outs[0], outs[1])
 
 
-def _slots_program(m, x, y):
-    """A run whose used-up adjoints outnumber the fused reverse's slots, an operand
-    read twice by one entry (both sides one slot), intermediates also read above the
-    run (by a sum: their adjoints come half from the arena) and one with its grad
-    retained (kept in the arena)."""
-    vs = [x * (1.0 + k / 8) for k in range(fused.SLOTS + 8)]      # all live at once ...
+def _run_program(m, x, y):
+    """A run with 40 adjoints live at once, an operand read twice by one entry,
+    intermediates also read above the run (by a sum: part of their adjoints arrives
+    before the run is swept) and one with its grad retained."""
+    vs = [x * (1.0 + k / 8) for k in range(40)]                   # all live at once ...
     s = vs[0].sin()
     for v in vs[1:]:
         s = s + v.tanh()                                          # ... until swept here
@@ -291,23 +290,23 @@ def _slots_program(m, x, y):
 
 
 @pytest.mark.parametrize("n", [fused.FUSE_MIN, 5 * fused.BLOCK + 3])
-def test_run_adjoints_in_slots_equal_pytorchs(n):
-    """The fused reverse keeps adjoints used up inside a run in block-local slots
-    (their arena pages are never written): gradients as PyTorch's, eager and replayed."""
+def test_fused_run_adjoints_equal_pytorchs(n):
+    """The fused reverse over a run whose adjoints come from inside and above it, on a
+    fresh and on a reused adjoint arena: gradients as PyTorch's, eager and replayed."""
     torch = pytest.importorskip("torch")
     r = np.random.RandomState(5)
     xv, yv = r.uniform(-1, 1, n), r.uniform(0.5, 1.5, n)
     tx, ty = (torch.tensor(v, requires_grad=True) for v in (xv, yv))
-    out, th = _slots_program(torch, tx, ty)
+    out, th = _run_program(torch, tx, ty)
     th.retain_grad()
     out.backward()
-    for _ in range(2):     # (the second on the first's adjoint arena, which must be clean)
+    for _ in range(2):     # (the second on the first's adjoint arena: it must be left clean)
         x, y = (tg.tensor(v, requires_grad=True) for v in (xv, yv))
-        out, h = _slots_program(tg, x, y)
+        out, h = _run_program(tg, x, y)
         out.backward()
         for ours, theirs in ((x.grad, tx.grad), (y.grad, ty.grad), (h.grad, th.grad)):
             np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-12)
-    traced = tg.trace(lambda a, b: _slots_program(tg, a, b)[0], xv, yv)
+    traced = tg.trace(lambda a, b: _run_program(tg, a, b)[0], xv, yv)
     gx, gy = traced.grad(xv, yv)
     np.testing.assert_allclose(gx.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gy.numpy(), ty.grad.numpy(), rtol=1e-12, atol=1e-12)

@@ -186,10 +186,10 @@ def blocks_source():
         temps = max(temps, k)
         rev[op.code] = f"rev_{op.name}"
         out += ["", "", "@njit(**_JIT)",
-                f"def rev_{op.name}(X, xo, Y, yo, V, ro, G, go, GX, gxo, GY, gyo, c2, n, T):",
-                f'    """Add {op.name}\'s adjoint contributions from G[go:go+n] (its result: '
-                'V[ro:ro+n]) into GX[gxo:], GY[gyo:]."""',
-                "    X, Y, R, GR = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n], G[go:go + n]",
+                f"def rev_{op.name}(X, xo, Y, yo, V, G, ro, GX, gxo, GY, gyo, c2, n, T):",
+                f'    """Add {op.name}\'s adjoint contributions from G[ro:ro+n] into GX[gxo:], '
+                'GY[gyo:]."""',
+                "    X, Y, R, GR = X[xo:xo + n], Y[yo:yo + n], V[ro:ro + n], G[ro:ro + n]",
                 "    GX, GY = GX[gxo:gxo + n], GY[gyo:gyo + n]"]
         lines, k = _block([("GX[k] +=", op.gx)] + ([("GY[k] +=", op.gy)] if op.gy else []),
                           "    ")

@@ -33,7 +33,6 @@ from .layout import tiny_tape
 
 _JIT = dict(cache=True, error_model="numpy")
 BLOCK = 1024           # elements per block: a block of every buffer of an entry fits L1
-SLOTS = 32             # adjoint blocks a fused reverse keeps out of the arena (256 KB)
 FUSE_MIN = 256        # array entries at least this large are swept by the fused kernels
                       # (as eager forwards compute them: ``forward.BLOCK_MIN``)
 PARALLEL_MIN = 32768   # elements x entries of work past which both cores pay off ...
@@ -113,7 +112,7 @@ def _adjoint(j, OP, G, OFF, k0, sink):
 def _example_blocks(reverse):
     """Arguments of a block rule's types, as the fused kernels pass them."""
     f, k = np.zeros(1), np.int64(0)
-    return (f, k, f, k, f, k, f, k, f, k, f, k, 0.0, k, f) if reverse else \
+    return (f, k, f, k, f, f, k, f, k, f, k, 0.0, k, f) if reverse else \
         (f, k, f, k, f, k, 0.0, k, f)
 
 
@@ -136,17 +135,13 @@ def _share(n, t, parts):
 @njit(**_JIT)
 def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, rev, t, parts):
     """The fused reverse sweep of a run (``ents``: its live entries, last first) over the
-    t-th of ``parts`` shares of its blocks.  An adjoint used up inside the run lives in
-    a block-local slot (``adjoint_slots``), so its arena pages are never written; any
-    other adjoint not marked in ``keep`` is zeroed once used (the engine keeps its
-    adjoint arena zeroed between backwards that way, instead of clearing all of it).
-    ``rev``: ``REV.table``, the rules of the run's ops compiled (``REV.compile_slots``)."""
+    t-th of ``parts`` shares of its blocks.  The adjoint of each entry not marked in
+    ``keep`` is zeroed once used (the engine keeps its adjoint arena zeroed between
+    backwards that way, instead of clearing all of it).  ``rev``: ``REV.table``, the
+    rules of the run's ops compiled (``REV.compile_slots``)."""
     b0, b1 = _share(n, t, parts)     # (the parallel twins pass t as np.int64: prange's
     T = np.empty(TEMPS * BLOCK)      # index type would compile this kernel a second time)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
-    rows = adjoint_slots(ents, m, A, B, keep)
-    S = np.empty(SLOTS * BLOCK)
-    dirty = np.zeros(SLOTS, np.bool_)
     for blk in range(b0, b1):
         k0 = blk * BLOCK
         w = min(BLOCK, n - k0)
@@ -155,89 +150,11 @@ def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, rev, t, parts):
             op, a, b, c = OP[e], A[e], B[e], C[e]
             X, xo = _operand(a, c, V, OFF, k0, w, True, cx)
             Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
-            GX, gxo = _slot_or_adjoint(rows[q, 1], rows[q, 3], a, OP, G, OFF, k0, w, S,
-                                       dirty, sink)
-            GY, gyo = _slot_or_adjoint(rows[q, 2], rows[q, 4], b, OP, G, OFF, k0, w, S,
-                                       dirty, sink)
-            s, ro = rows[q, 0], OFF[e] + k0
-            GE, go = (S, s * BLOCK) if s >= 0 else (G, ro)
-            _rev(rev, op, (X, xo, Y, yo, V, ro, GE, go, GX, gxo, GY, gyo, C2[e], w, T))
-            if (dirty[s] if s >= 0 else not keep[e]):  # used up: leave the arena zero
-                G[ro:ro + w] = 0.0
-
-
-@njit(inline="always", **_JIT)
-def _slot_or_adjoint(s, starts, j, OP, G, OFF, k0, w, S, dirty, sink):
-    """(array, offset) of operand j's adjoint block: its slot s, loaded from the arena
-    where the slot ``starts`` (``dirty[s]``: the arena held something there), or the
-    arena (``_adjoint``)."""
-    if s < 0:
-        return _adjoint(j, OP, G, OFF, k0, sink)
-    at = s * BLOCK
-    if starts:
-        o = OFF[j] + k0
-        d = False
-        for k in range(w):
-            v = G[o + k]
-            S[at + k] = v
-            d = d or v != 0.0
-        dirty[s] = d
-    return S, at
-
-
-@njit(**_JIT)
-def adjoint_slots(ents, m, A, B, keep):
-    """Which adjoints of a run stay out of the arena: an entry's adjoint used up inside
-    the run (not in ``keep``, with a consumer in the run) lives in one of ``SLOTS``
-    block-local slots from its first consumer until it is swept.  Row q, for entry
-    ``ents[q]``: the slot of its own adjoint, of x's, of y's (-1: the arena), and 1
-    where x's / y's slot starts (loaded from the arena, where consumers above the run
-    wrote).  With every slot busy, an adjoint stays in the arena until a consumer
-    finds one free.  A 10^7-element chain wrote 80 MB of arena per intermediate
-    adjoint: fresh pages, faulted in, to be zeroed again."""
-    rows = np.full((m, 5), -1, np.int64)
-    rows[:, 3:] = 0
-    holder = np.full(SLOTS, -1, np.int64)   # the entry each slot holds (-1: free)
-    for q in range(m):
-        e = ents[q]
-        for side in range(2):
-            j = A[e] if side == 0 else B[e]
-            if j < 0 or keep[j] or not _in_run(ents, m, q, j):
-                continue
-            s = _holding(holder, j)
-            if s < 0:
-                s = _holding(holder, -1)
-                if s < 0:
-                    continue
-                holder[s] = j
-                rows[q, 3 + side] = 1
-            rows[q, 1 + side] = s
-        s = _holding(holder, e)
-        if s >= 0:
-            rows[q, 0] = s
-            holder[s] = -1
-    return rows
-
-
-@njit(inline="always", **_JIT)
-def _holding(holder, j):
-    for s in range(holder.shape[0]):
-        if holder[s] == j:
-            return s
-    return -1
-
-
-@njit(inline="always", **_JIT)
-def _in_run(ents, m, q, j):
-    """Is entry j among ``ents[q + 1:m]`` (descending)?"""
-    lo, hi = q + 1, m
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ents[mid] > j:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo < m and ents[lo] == j
+            GX, gxo = _adjoint(a, OP, G, OFF, k0, sink)
+            GY, gyo = _adjoint(b, OP, G, OFF, k0, sink)
+            _rev(rev, op, (X, xo, Y, yo, V, G, OFF[e] + k0, GX, gxo, GY, gyo, C2[e], w, T))
+            if not keep[e]:     # its adjoint is used up: leave the arena zero (still in cache)
+                G[OFF[e] + k0:OFF[e] + k0 + w] = 0.0
 
 
 @njit(parallel=True, **_JIT)
@@ -278,7 +195,7 @@ def tangent_entry(e, n, OP, A, B, C, C2, OFF, V, T, has, rev):
     with e's op compiled."""
     Tb = np.empty(TEMPS * BLOCK)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
-    gb = np.empty(BLOCK)
+    rb, gb = np.empty(BLOCK), np.empty(BLOCK)
     op, a, b, c, c2, oe = OP[e], A[e], B[e], C[e], C2[e], OFF[e]
     ha = a >= 0 and has[a] != 0
     hb = b >= 0 and has[b] != 0
@@ -289,16 +206,17 @@ def tangent_entry(e, n, OP, A, B, C, C2, OFF, V, T, has, rev):
         Y, yo = _operand(b, c, V, OFF, k0, w, READS_Y[op], cy)
         for k in range(w):
             T[oe + k0 + k] = 0.0
+            rb[k] = V[oe + k0 + k]
         if ha:
             ta = OFF[a] + k0
             for k in range(w):
                 gb[k] = T[ta + k]
-            _rev(rev, op, (X, xo, Y, yo, V, oe + k0, gb, zero, T, oe + k0, sink, zero, c2, w, Tb))
+            _rev(rev, op, (X, xo, Y, yo, rb, gb, zero, T, oe + k0, sink, zero, c2, w, Tb))
         if hb:
             tb = OFF[b] + k0
             for k in range(w):
                 gb[k] = T[tb + k]
-            _rev(rev, op, (X, xo, Y, yo, V, oe + k0, gb, zero, sink, zero, T, oe + k0, c2, w, Tb))
+            _rev(rev, op, (X, xo, Y, yo, rb, gb, zero, sink, zero, T, oe + k0, c2, w, Tb))
 
 
 def large_ops(t, lo, hi):
