@@ -285,3 +285,30 @@ def test_double_backward_through_broadcasts_is_pytorchs(shapes):
         out[m] = [t.detach().numpy() for t in (gc, gx) + tuple(hv)]
     for a, b in zip(out[tg], out[torch]):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
+
+
+_REDUCTIONS = [
+    ("sum", lambda m, x: x.sum()), ("sum_0", lambda m, x: x.sum(0)),
+    ("sum_1_keep", lambda m, x: x.sum(1, keepdim=True)), ("sum_02", lambda m, x: x.sum((0, 2))),
+    ("mean_2", lambda m, x: x.mean(2)), ("mean", lambda m, x: x.mean()),
+    ("amax_1", lambda m, x: x.amax(1)), ("amin_0", lambda m, x: x.amin(0)),
+    ("prod_2", lambda m, x: x.prod(2)), ("prod_0", lambda m, x: x.prod(0)),
+]
+
+
+@pytest.mark.parametrize("name,red", _REDUCTIONS, ids=[n for n, _ in _REDUCTIONS])
+def test_reduction_derivatives_to_third_order_match_pytorch(name, red, torch_float64):
+    """A reduction's backward spreads the output's gradient over the input (an expand,
+    as PyTorch's, where the dims allow): its own backward must be the sum again."""
+    r = np.random.RandomState(3)
+    xv, v, w = r.uniform(0.5, 1.5, (3, 4, 5)), r.randn(3, 4, 5), r.randn(3, 4, 5)
+    outs = []
+    for m in (tg, torch):
+        x = m.tensor(xv, requires_grad=True)
+        y = (red(m, x * x.sin()) * 0.3).exp().sum()
+        g, = m.autograd.grad(y, x, create_graph=True)
+        hv, = m.autograd.grad((g * m.tensor(v)).sum(), x, create_graph=True)
+        t, = m.autograd.grad((hv * m.tensor(w)).sum(), x)
+        outs.append([a.detach().numpy() for a in (g, hv, t)])
+    for ours, theirs in zip(*outs):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-11, atol=1e-11)

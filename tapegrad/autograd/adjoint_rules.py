@@ -224,19 +224,36 @@ def index(i, g, h):
     return [(a, Scattered(g, h.index_sources(i)))]
 
 
+def _spread(h, i, v, in_shape):
+    """``v``, of reduction entry i's output shape, spread over its input's shape: input
+    element k gets output element ``o[k]`` (``reduce_targets``).  Where the output
+    strides are the input's C strides with the reduced dims kept as 1 (as reductions
+    record them), a reshape and an ``expand``, as PyTorch's sum backward (a gather by
+    the offset map recorded an index per element: 3 such in a k-means double backward
+    cost a third of it)."""
+    strides = [int(s) for s in h.extras(i)[:len(in_shape)]]
+    kept = tuple(1 if s == 0 else n for n, s in zip(in_shape, strides))
+    step = 1
+    for d in range(len(kept) - 1, -1, -1):
+        if kept[d] != 1 and strides[d] != step:
+            return v.reshape(-1)[h.reduce_targets(i)].reshape(in_shape)
+        step *= kept[d]
+    return v.reshape(kept).expand(in_shape)
+
+
 def reduce(i, g, h):
     """Reductions: input element k feeds output element ``o[k]``."""
     a = h.A[i]
     if not _wants(h, a):
         return []
     in_shape, nin, nout = h.shape(a), h.size(a), h.size(i)
-    o = h.reduce_targets(i)
-    spread = g.reshape(-1)[o].reshape(in_shape)
+    spread = _spread(h, i, g, in_shape)
     name = BY_CODE[int(h.OP[i])].name
     if name in ("sum", "sum_dim"):
         return [(a, spread)]
     if name in ("mean", "mean_dim"):
         return [(a, spread * (nout / nin))]
+    o = h.reduce_targets(i)
     xv = h.value(a).reshape(-1)
     rv = h.value(i).reshape(-1)
     if name in ("amax", "amin", "max_all", "min_all"):     # as kernels.reduce.attains
@@ -248,7 +265,7 @@ def reduce(i, g, h):
     # prod: the product of the others, by division where no factor is zero
     x = h(a)
     if not (xv == 0.0).any():
-        return [(a, spread * h(i).reshape(-1)[o].reshape(in_shape) / x)]
+        return [(a, spread * _spread(h, i, h(i), in_shape) / x)]
     gs = nin // nout
     if gs == 1:
         return [(a, spread)]
