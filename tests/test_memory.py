@@ -165,13 +165,18 @@ def test_idle_pools_go_back_to_the_system(monkeypatch):
     np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-12)
 
 
-def test_a_new_tape_holds_no_pooled_arena():
-    x = tg.tensor(np.ones(10_000), requires_grad=True)
+def test_a_new_tape_holds_no_large_pooled_arena():
+    """A new (empty) tape may reuse a small pooled arena, never a large one: it would
+    keep it resident for as long as the tape lives."""
+    from tapegrad.tape import arena
+    x = tg.tensor(np.ones(200_000), requires_grad=True)
     (x * 2).sum().backward()
     gc.collect()
-    pooled = {id(a) for a in _pool}
-    assert pooled
-    assert id(Tape().V) not in pooled and Tape().V.nbytes < 10_000
+    large = {id(a) for a in _pool if a.shape[0] > arena._LARGE}
+    assert large
+    tapes = [Tape() for _ in range(len(_pool) + 1)]
+    assert all(id(t.V) not in large and t.V.shape[0] <= arena._LARGE for t in tapes)
+    assert large <= {id(a) for a in _pool}
 
 
 def test_interpreter_exits_with_arenas_pooled():

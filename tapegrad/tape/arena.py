@@ -115,6 +115,19 @@ def _pool_arena(V):
                 touch()
 
 
+def small_arena(capacity):
+    """A value arena for a new tape: a pooled one of at most ``_LARGE`` values (a loop's
+    next tape records over the last one's memory), else a fresh one.  A large pooled
+    arena is taken only by a tape that grows into it: an empty tape holding it would
+    keep it resident for good (480 MB after a 10^7-element backward)."""
+    with _LOCK:
+        for k in range(len(_pool) - 1, -1, -1):
+            if capacity <= _pool[k].shape[0] <= _LARGE:
+                touch()
+                return _pool.pop(k)
+    return np.empty(capacity, np.float64)
+
+
 def _grow(arr, need, pool=(), used=None):
     """``arr`` grown by doubling to hold at least ``need`` items (its first ``used``,
     default all, kept), into a pooled array if one is large enough.  A large arena

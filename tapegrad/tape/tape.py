@@ -12,7 +12,7 @@ import numpy as np
 
 from ..grad_mode import STATE
 from ..ops.table import CODE
-from .arena import _col_pool, _grow, _pool, _pool_arena, _viewed, zeros
+from .arena import _col_pool, _grow, _pool, _pool_arena, _viewed, small_arena, zeros
 from .columns import _COLUMNS, Layout
 from .entry_state import EntryState
 
@@ -51,7 +51,7 @@ class Tape(Layout):
         cols = _col_pool.pop() if _col_pool else None
         self.__dict__.update(cols if cols else
                              {name: np.empty(capacity, dtype) for name, dtype in _COLUMNS})
-        self.V = np.empty(capacity, np.float64)   # (a pooled arena when it grows)
+        self.V = small_arena(capacity)
         self._reset()
 
     def _reset(self):
