@@ -49,7 +49,10 @@ def watch():
     if _idle["thread"] is None and not sys.is_finalizing():
         thread = threading.Thread(target=_watcher, name="tapegrad-pools", daemon=True)
         _idle["thread"] = thread
-        thread.start()
+        try:
+            thread.start()
+        except RuntimeError:     # (at exit, Python 3.12 and later refuse new threads:
+            pass                 # the pools then go with the process)
 
 
 def _watcher():
