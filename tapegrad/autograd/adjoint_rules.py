@@ -229,8 +229,8 @@ def _spread(h, i, v, in_shape):
     element k gets output element ``o[k]`` (``reduce_targets``).  Where the output
     strides are the input's C strides with the reduced dims kept as 1 (as reductions
     record them), a reshape and an ``expand``, as PyTorch's sum backward (a gather by
-    the offset map recorded an index per element: 3 such in a k-means double backward
-    cost a third of it)."""
+    the offset map recorded an index per element: a k-means double backward spent
+    a quarter of its instructions on three of them)."""
     strides = [int(s) for s in h.extras(i)[:len(in_shape)]]
     kept = tuple(1 if s == 0 else n for n, s in zip(in_shape, strides))
     step = 1
