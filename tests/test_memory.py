@@ -192,3 +192,28 @@ def test_interpreter_exits_with_arenas_pooled():
                          timeout=600)
     assert out.returncode == 0, out.stderr
     assert abs(float(out.stdout) - 5000 * (np.sin(1.0) + np.cos(1.0))) < 1e-8
+
+
+def test_a_finished_threads_adjoint_arena_goes_with_it(monkeypatch):
+    """The adjoint arena kept for a thread's next backward is dropped when the thread
+    is gone, without waiting for the pools to sit idle."""
+    import threading
+    from tapegrad.autograd import engine
+    from tapegrad.tape import arena
+    monkeypatch.setattr(arena, "IDLE_S", 1e9)      # (the watcher thread empties nothing)
+    got = []
+    before = len(engine._POOL)
+
+    def work():
+        x = tg.tensor(np.linspace(0.1, 1.0, 100_000), requires_grad=True)
+        (x * x).sum().backward()
+        got.append(np.allclose(x.grad.numpy(), 2 * np.linspace(0.1, 1.0, 100_000)))
+        got.append(threading.current_thread() in engine._POOL)
+
+    th = threading.Thread(target=work)
+    th.start()
+    th.join()
+    assert got == [True, True]
+    del th
+    gc.collect()
+    assert len(engine._POOL) == before

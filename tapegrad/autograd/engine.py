@@ -17,6 +17,7 @@ import ast
 import re
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -49,7 +50,8 @@ HOST_MIN_MACS = 1 << 15   # smaller products stay in the compiled sweep (no roun
 NO_FUSION = 1 << 62       # anomaly mode checks each entry's adjoints: no fused runs
 RUN_CHUNK = 4096          # entries of a run swept by one fused call, at most
 REUSE_MIN = 1 << 16       # adjoint arenas this large are kept for the thread's next backward
-_POOL = {}                # thread id -> its _Adjoints (emptied with the tape's pools)
+_POOL = weakref.WeakKeyDictionary()   # thread -> its _Adjoints (gone with the thread;
+                                      # emptied with the tape's pools)
 tp.on_release(_POOL.clear)
 # per op code: does its backward need its first input / second input / its result?
 SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
@@ -230,7 +232,7 @@ class _Adjoints:
 
     @classmethod
     def take(cls, nv):
-        st = _POOL.pop(threading.get_ident(), None)
+        st = _POOL.pop(threading.current_thread(), None)
         if st is None or st.arena.shape[0] < nv or sys.getrefcount(st.arena) > 2:
             st = cls(nv + nv // 4)                 # (2: the attribute, getrefcount's argument)
         else:
@@ -247,7 +249,7 @@ class _Adjoints:
         self.cleared = []
 
     def give_back(self):
-        _POOL[threading.get_ident()] = self
+        _POOL[threading.current_thread()] = self
         tp.watch_pools()
 
 
