@@ -1,14 +1,12 @@
 """softmax, log_softmax and logsumexp along dims, stable: the max along ``dim`` is
 subtracted first (``tapegrad.softmax`` and ``nn.functional``'s are these).
 
-softmax and log_softmax are one fused entry of the op table each: the value is
-computed with NumPy, the entry's extras are (outer, n, inner) for the compiled rules in
-``kernels/softmax.py``.  logsumexp is composed; its shift is a constant (computed in
-NumPy, never recorded): the result does not depend on it, so neither does the gradient,
-and leaving it out of the graph keeps it exact.  While tracing it is recorded behind a
-``detach`` (no gradient), so that a replay at other inputs shifts by their max.  As in PyTorch, logsumexp shifts by 0
-where the max is infinite (so a row of -inf gives -inf), softmax and log_softmax by the
-max itself (such a row gives nan).
+Each is one fused entry of the op table (the ``softmax`` kind): the value is computed
+with NumPy, the entry's extras are (outer, n, inner) for the compiled rules in
+``kernels/softmax.py``, which a replay runs (so it shifts by its own inputs' max).
+logsumexp over dims that are not adjacent reduces a permuted view.  As in
+PyTorch, logsumexp shifts by 0 where the max is infinite (so a row of -inf gives -inf),
+softmax and log_softmax by the max itself (such a row gives nan).
 """
 import math
 import warnings
@@ -16,12 +14,9 @@ import warnings
 import numpy as np
 
 from .ops.table import CODE
-from .elementwise import where
 from .dtypes import get_default_dtype
-from .reductions import _dims, composite, sum
+from .reductions import _dims, composite
 from .shape_ops import _out, _wrap_dim
-from .tensor import from_array
-from .tracing import traced_entry
 
 
 _SHORT = 16     # vectors up to this long: softmax in Python (NumPy's calls cost more)
@@ -73,19 +68,12 @@ def _quiet():
     return np.errstate(invalid="ignore", divide="ignore")
 
 
-def _max(input, dims, finite=False):
-    """The max of ``input`` over ``dims`` (kept), a NumPy array; with ``finite``, 0 where
-    it is infinite."""
-    arr = input._arr
+def _max_of(arr, dims, finite=False):
+    """The max of ``arr`` over ``dims`` (kept); with ``finite``, 0 where it is infinite."""
     if arr.size == 0:
         return np.zeros([1 if d in dims else n for d, n in enumerate(arr.shape)], arr.dtype)
     m = np.amax(arr, axis=dims, keepdims=True)
     return np.where(np.isfinite(m), m, 0).astype(arr.dtype) if finite else m
-
-
-def _minus(input, m):
-    """input - m for a constant m broadcast to input's shape first (no expand entry)."""
-    return input - from_array(np.broadcast_to(m, input.shape).copy())
 
 
 def _softmax_dim(input, dim, name):
@@ -112,6 +100,24 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return fused(input, _softmax_dim(input, dim, "log_softmax"), log=True)
 
 
+def _lse_value(arr, dims):
+    """logsumexp of ``arr`` over ``dims`` (kept), shifted by the finite max."""
+    if arr.ndim == 1 and arr.size <= _SHORT and arr.dtype == np.float64:
+        xs = arr.tolist()        # in Python, in the compiled rule's order (as _value_short)
+        top = -math.inf
+        for x in xs:
+            if x > top or x != x:
+                top = x
+        if abs(top) == math.inf:
+            top = 0.0
+        s = 0.0
+        for x in xs:
+            s += math.exp(x - top)
+        return np.array([math.log(s) + top if s > 0.0 else -math.inf if s == 0.0 else s])
+    m = _max_of(arr, dims, finite=True)
+    return np.log(np.exp(arr - m).sum(axis=dims, keepdims=True)) + m
+
+
 def logsumexp(input, dim, keepdim=False):
     if not input.dtype.is_floating_point:     # as PyTorch: bool and integers in the default dtype
         input = input.to(get_default_dtype())
@@ -120,17 +126,30 @@ def logsumexp(input, dim, keepdim=False):
         dims = None
     elif not dims:                    # dim=(): all dims
         dims = tuple(range(input.ndim))
+    if dims and dims != tuple(range(dims[0], dims[-1] + 1)):
+        # dims not adjacent: moved last (a permute), then reduced as adjacent; shown as
+        # one Node, as PyTorch's
+        rest = [d for d in range(input.ndim) if d not in dims]
+        shape = [1 if d in dims else n for d, n in enumerate(input.shape)] if keepdim else \
+            [input.shape[d] for d in rest]
+        return composite("LogsumexpBackward0", lambda: _fused_lse(
+            input.permute(rest + list(dims)), len(rest), input.ndim, shape), input)
+    if not dims:
+        return _fused_lse(input, 0, 0, ())
+    lo, hi = dims[0], dims[-1] + 1
+    shape = tuple(input.shape)
+    return _fused_lse(input, lo, hi,
+                      shape[:lo] + ((1,) * (hi - lo) if keepdim else ()) + shape[hi:])
 
-    def body():
-        if input.numel() and traced_entry(input) is not None:
-            # while tracing: the shift is recorded (the max of a detached copy, 0 where it is
-            # not finite), so that a replay shifts by its own max, never the recording's
-            m = input.detach().amax(dims or (), keepdim=True)
-            m = where(m.abs() < math.inf, m, 0.0)
-            out = sum((input - m).exp(), dims, keepdim=True).log() + m
-        else:
-            m = _max(input, dims or (), finite=True)
-            out = sum(_minus(input, m).exp(), dims, keepdim=True).log() + from_array(m)
-        return out.squeeze(dims) if dims and not keepdim else out
+
+def _fused_lse(input, lo, hi, out_shape):
+    """logsumexp of ``input`` over its dims ``lo .. hi - 1`` as one fused entry (rows of
+    n values ``inner`` apart) whose value has ``out_shape``."""
+    arr = input._arr
+    shape = arr.shape
+    extras = (math.prod(shape[:lo]), math.prod(shape[lo:hi]), math.prod(shape[hi:]))
     with _quiet():
-        return composite("LogsumexpBackward0", body, input)
+        value = _lse_value(arr, tuple(range(lo, hi)))
+    value = value.reshape(out_shape).astype(arr.dtype, copy=False)
+    code = CODE["logsumexp"]
+    return _out(input, value, lambda t, ia: t.append(code, ia, -1, value, extras))

@@ -34,6 +34,8 @@ def _programs(m):
         "softmax": lambda x: m.softmax(rows(x), 1),
         "log_softmax": lambda x: m.log_softmax(rows(x), 1),
         "logsumexp": lambda x: m.logsumexp(rows(x), 1),
+        "logsumexp_cols": lambda x: m.logsumexp(rows(x), 0, keepdim=True),
+        "logsumexp_all": lambda x: m.logsumexp(rows(x), (0, 1)),
         "matmul": lambda x: rows(x) @ rows(x).transpose(0, 1),
         "cat_slices": lambda x: m.cat([x[1:], x[:3], x[2:4]]),
         "index": lambda x: x[[0, 3, 3, 1]],

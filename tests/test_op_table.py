@@ -201,6 +201,7 @@ STRUCTURAL = {
     "stack": ([(3, 4), (3, 4)], lambda a, b: tg.stack([a, b], dim=1)),
     "softmax": ([(2, 3, 4)], lambda a: tg.softmax(a, dim=1)),
     "log_softmax": ([(3, 4)], lambda a: tg.log_softmax(a, dim=-1)),
+    "logsumexp": ([(2, 3, 4)], lambda a: a.logsumexp(1, keepdim=True)),
     # operands of different shapes, read in place (a row first, a leading 1; two ways)
     "broadcast_add": ([(2, 3, 4), (1, 4)], lambda a, b: b + a),
     "broadcast_sub": ([(2, 1, 4), (3, 1)], lambda a, b: a - b),

@@ -303,14 +303,20 @@ def cat(i, g, h):
 
 
 def softmax(i, g, h):
-    """softmax: r (g - <g, r>); log_softmax: g - exp(r) sum(g), along the entry's dim."""
+    """softmax: r (g - <g, r>); log_softmax: g - exp(r) sum(g); logsumexp: g exp(x - r),
+    along the entry's dim."""
     a = h.A[i]
     if not _wants(h, a):
         return []
     outer, n, inner = h.softmax_dims(i)
+    name = BY_CODE[h.OP[i]].name
+    if name == "logsumexp":
+        x3 = h(a).reshape(outer, n, inner)
+        r3 = h(i).reshape(outer, 1, inner)
+        return [(a, (g.reshape(outer, 1, inner) * (x3 - r3).exp()).reshape(h.shape(a)))]
     g3 = g.reshape(outer, n, inner)
     r3 = h(i).reshape(outer, n, inner)
-    if BY_CODE[h.OP[i]].name == "softmax":
+    if name == "softmax":
         out = r3 * (g3 - (g3 * r3).sum(1, keepdim=True))
     else:
         out = g3 - r3.exp() * g3.sum(1, keepdim=True)

@@ -322,8 +322,9 @@ def _saved(t, i, what):
         return unpacked
     if what == "result":
         j = i
-    elif what == "self":
-        j = int(t.A[i])
+    elif what == "self":     # (a composite op's: its first input, not an inner entry's)
+        j = (t.autograd.composite_inputs.get(i) or [int(t.A[i])])[0]
+        j = j[1] if isinstance(j, tuple) else j
     elif what == "other":
         j = int(t.B[i])
     else:

@@ -124,7 +124,13 @@ def _cat(t, i):
 
 
 def _softmax(t, i):
+    """Each output element reads its whole row (logsumexp: one output element per row)."""
     outer, n, inner = t.softmax_dims(i)
+    if BY_CODE[int(t.OP[i])].name == "logsumexp":
+        o, s, q = np.ix_(np.arange(outer), np.arange(inner), np.arange(n))
+        full = (outer, inner, n)
+        return [(int(t.A[i]), np.broadcast_to(o * inner + s, full).ravel(),
+                 ((o * n + q) * inner + s).ravel())]
     o, r, s, q = np.ix_(np.arange(outer), np.arange(n), np.arange(inner), np.arange(n))
     full = (outer, n, inner, n)
     rows = np.broadcast_to((o * n + r) * inner + s, full).ravel()

@@ -1,37 +1,47 @@
-"""Softmax and log-softmax along a dim: forward, reverse and tangent rules of the fused
-``softmax`` kind, shared by the sweeps.
+"""Softmax, log-softmax and logsumexp along a dim: forward, reverse and tangent rules of
+the fused ``softmax`` kind, shared by the sweeps.
 
 An entry's extras are (outer, n, inner): element j of row (p, q) sits at
-``(p * n + j) * inner + q``.  The forward subtracts the row's max (stable, as PyTorch).
+``(p * n + j) * inner + q``.  softmax and log_softmax give one output element per input
+element (the same layout); logsumexp gives one per row, at ``p * inner + q``.  The
+forward subtracts the row's max (stable, as PyTorch; logsumexp subtracts 0 where the max
+is not finite, as PyTorch, so a row of -inf gives -inf).
 """
 import math
 
 from numba import njit
 
-from .generated import OP_SOFTMAX
+from .generated import OP_LOGSUMEXP, OP_SOFTMAX
+from .layout import extras_at
 
 _JIT = dict(cache=True, error_model="numpy")
 
 
 @njit(**_JIT)
 def _rows(META, IAUX, i):
-    m = META[i]
-    e = m + 2 + IAUX[m + 1]
+    e = extras_at(META, IAUX, i)
     return IAUX[e], IAUX[e + 1], IAUX[e + 2]
+
+
+@njit(inline="always", **_JIT)
+def _top(V, src, base, n, inner):
+    """The max of a row (nan if it holds one)."""
+    top = -math.inf
+    for j in range(n):
+        x = V[src + base + j * inner]
+        if x > top or x != x:
+            top = x
+    return top
 
 
 @njit(**_JIT)
 def forward(i, op, src, dst, META, IAUX, V):
-    """V[dst + ...] = softmax (or log_softmax) of V[src + ...]."""
+    """V[dst + ...] = softmax, log_softmax or logsumexp of V[src + ...]."""
     outer, n, inner = _rows(META, IAUX, i)
     for p in range(outer):
         for q in range(inner):
             base = p * n * inner + q
-            top = -math.inf
-            for j in range(n):
-                x = V[src + base + j * inner]
-                if x > top or x != x:
-                    top = x
+            top = _top(V, src, base, n, inner)
             s = 0.0
             if op == OP_SOFTMAX:      # each exp once: kept in the output, then divided
                 for j in range(n):
@@ -40,6 +50,12 @@ def forward(i, op, src, dst, META, IAUX, V):
                     s += e
                 for j in range(n):
                     V[dst + base + j * inner] /= s
+            elif op == OP_LOGSUMEXP:
+                if abs(top) == math.inf:     # (nan stays: it propagates anyway)
+                    top = 0.0
+                for j in range(n):
+                    s += math.exp(V[src + base + j * inner] - top)
+                V[dst + p * inner + q] = math.log(s) + top
             else:
                 for j in range(n):
                     s += math.exp(V[src + base + j * inner] - top)
@@ -50,11 +66,18 @@ def forward(i, op, src, dst, META, IAUX, V):
 
 @njit(**_JIT)
 def reverse(i, op, oa, oi, META, IAUX, V, G):
-    """Add the input's adjoint: softmax r (g - <g, r>); log_softmax g - exp(r) sum(g)."""
+    """Add the input's adjoint: softmax r (g - <g, r>); log_softmax g - exp(r) sum(g);
+    logsumexp g exp(x - r)."""
     outer, n, inner = _rows(META, IAUX, i)
     for p in range(outer):
         for q in range(inner):
             base = p * n * inner + q
+            if op == OP_LOGSUMEXP:
+                g, r = G[oi + p * inner + q], V[oi + p * inner + q]
+                for j in range(n):
+                    k = base + j * inner
+                    G[oa + k] += g * math.exp(V[oa + k] - r)
+                continue
             acc = 0.0
             for j in range(n):
                 k = base + j * inner
@@ -69,16 +92,22 @@ def reverse(i, op, oa, oi, META, IAUX, V, G):
 
 @njit(**_JIT)
 def tangent(i, op, oa, oi, META, IAUX, V, T):
-    """The output's tangent: softmax r (t - <t, r>); log_softmax t - <t, exp(r)>."""
+    """The output's tangent: softmax r (t - <t, r>); log_softmax t - <t, exp(r)>;
+    logsumexp <t, exp(x - r)>."""
     outer, n, inner = _rows(META, IAUX, i)
     for p in range(outer):
         for q in range(inner):
             base = p * n * inner + q
             acc = 0.0
+            r = V[oi + p * inner + q] if op == OP_LOGSUMEXP else 0.0
             for j in range(n):
                 k = base + j * inner
-                w = V[oi + k] if op == OP_SOFTMAX else math.exp(V[oi + k])
+                w = V[oi + k] if op == OP_SOFTMAX else \
+                    math.exp(V[oa + k] - r) if op == OP_LOGSUMEXP else math.exp(V[oi + k])
                 acc += T[oa + k] * w
+            if op == OP_LOGSUMEXP:
+                T[oi + p * inner + q] = acc
+                continue
             for j in range(n):
                 k = base + j * inner
                 if op == OP_SOFTMAX:

@@ -25,8 +25,8 @@ Kinds, each a band of op codes (``BANDS``; the sweeps dispatch on a code's band)
   ``reduce``  sum / mean / amax / amin / prod over dims;
   ``matmul``  batched matrix products;
   ``cat``     concatenation of n inputs along a dim;
-  ``softmax`` softmax / log_softmax along a dim (extras: outer, n, inner), fused: one
-              entry where the composition would be five;
+  ``softmax`` softmax / log_softmax / logsumexp along a dim (extras: outer, n, inner),
+              fused: one entry where the composition would be five;
   ``host``    computed in Python (custom Functions): the sweep stops and resumes;
   ``compare`` comparisons (0.0 / 1.0), recorded only while tracing so that a replay
               recomputes masks and checks the guards that depend on them; no gradient;
@@ -200,6 +200,7 @@ OPS = (
     Op(401, "stack", "cat", -1, "StackBackward0"),
     Op(408, "softmax", "softmax", 1, "SoftmaxBackward0", saves=("result",)),
     Op(409, "log_softmax", "softmax", 1, "LogSoftmaxBackward0", saves=("result",)),
+    Op(410, "logsumexp", "softmax", 1, "LogsumexpBackward0", saves=("self", "result")),
     # + - * / of operands of different shapes, read in place (no materialised broadcast)
     Op(440, "broadcast_add", "broadcast", 2, "AddBackward0"),
     Op(441, "broadcast_sub", "broadcast", 2, "SubBackward0"),

@@ -245,7 +245,7 @@ class _Tape:
         if kind == "matmul":
             return self._matmul(i, src, self.elems(b))
         if kind == "softmax":
-            return self._softmax(i, spec.name == "log_softmax", src)
+            return self._softmax(i, spec.name, src)
         return self._reduce(i, spec.name, src)
 
     def _rows(self, i):
@@ -254,16 +254,27 @@ class _Tape:
         return [[p * n * inner + q + j * inner for j in range(n)]
                 for p in range(outer) for q in range(inner)]
 
-    def _softmax(self, i, log, src):
+    def _softmax(self, i, name, src):
         em = self.em
-        out = [None] * len(src)
-        for row in self._rows(i):
+        log = name == "log_softmax"
+        rows = self._rows(i)
+        out = [None] * (len(rows) if name == "logsumexp" else len(src))
+        for ri, row in enumerate(rows):
             top = const(-math.inf)
             for k in row:             # the max; NaN wins
                 x = src[k]
                 take = em.tmp(f"fcmp ugt double {x}, {top}")
                 top = em.tmp(f"select i1 {take}, double {x}, double {top}")
             s = const(0.0)
+            if name == "logsumexp":   # shifted by 0 where the max is not finite
+                finite = em.tmp(f"fcmp oeq double {em.tmp(f'fsub double {top}, {top}')}, "
+                                f"{const(0.0)}")
+                top = em.tmp(f"select i1 {finite}, double {top}, double {const(0.0)}")
+                for k in row:
+                    e = em.math("exp", [em.tmp(f"fsub double {src[k]}, {top}")])
+                    s = em.tmp(f"fadd double {s}, {e}")
+                out[ri] = em.tmp(f"fadd double {em.math('log', [s])}, {top}")
+                continue
             z, e = {}, {}
             for k in row:
                 z[k] = em.tmp(f"fsub double {src[k]}, {top}")
@@ -398,7 +409,7 @@ class _Tape:
         elif kind == "reduce":
             self._reduce_adjoint(i, spec.name, g)
         elif kind == "softmax":
-            self._softmax_adjoint(i, spec.name == "log_softmax", g)
+            self._softmax_adjoint(i, spec.name, g)
         elif kind == "broadcast":
             xs, ys = self.elems(a), self.elems(b)
             op = EW_OF[spec.code]
@@ -407,10 +418,17 @@ class _Tape:
                 self.add(a, p, em.expr(op.gx, env))
                 self.add(b, q, em.expr(op.gy, env))
 
-    def _softmax_adjoint(self, i, log, g):
+    def _softmax_adjoint(self, i, name, g):
         em, a = self.em, int(self.r.A[i])
+        log = name == "log_softmax"
         R = self.elems(i)
-        for row in self._rows(i):
+        X = self.elems(a) if name == "logsumexp" else None
+        for ri, row in enumerate(self._rows(i)):
+            if name == "logsumexp":       # g exp(x - r)
+                for k in row:
+                    e = em.math("exp", [em.tmp(f"fsub double {X[k]}, {R[ri]}")])
+                    self.add(a, k, em.tmp(f"fmul double {g[ri]}, {e}"))
+                continue
             acc = const(0.0)
             for k in row:
                 t = g[k] if log else em.tmp(f"fmul double {g[k]}, {R[k]}")
