@@ -111,8 +111,11 @@ def _lse_value(arr, dims):
         if abs(top) == math.inf:
             top = 0.0
         s = 0.0
-        for x in xs:
-            s += math.exp(x - top)
+        try:
+            for x in xs:
+                s += math.exp(x - top)
+        except OverflowError:    # (a finite x beside +inf, which shifts by 0: inf anyway)
+            s = math.inf
         return np.array([math.log(s) + top if s > 0.0 else -math.inf if s == 0.0 else s])
     m = _max_of(arr, dims, finite=True)
     return np.log(np.exp(arr - m).sum(axis=dims, keepdims=True)) + m

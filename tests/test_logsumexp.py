@@ -43,16 +43,17 @@ def test_values_and_gradients_equal_pytorchs(shape, dim, keepdim):
 
 @pytest.mark.parametrize("row", [[-np.inf, -np.inf], [np.inf, 1.0], [np.nan, 1.0],
                                  [-np.inf, 2.0], [np.inf, -np.inf], [800.0, 799.0],
+                                 [np.inf, 800.0], [800.0, np.nan],
                                  [-800.0, -801.0]], ids=str)
 def test_special_rows_equal_pytorchs(row):
     """A row of -inf gives -inf (the shift is 0 where the max is not finite), and the
     gradient is PyTorch's: nan where x - result is nan, exp(x - result) elsewhere."""
-    a = np.array([row, [0.5, -0.5]])
-    (x, y), (tx, ty) = _both(a.shape, 1, False, a)
-    y.sum().backward()
-    ty.sum().backward()
-    np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-15, atol=0)
+    for a, dim in ((np.array([row, [0.5, -0.5]]), 1), (np.array(row), 0)):   # (a short
+        (x, y), (tx, ty) = _both(a.shape, dim, False, a)          # vector: in Python)
+        y.sum().backward()
+        ty.sum().backward()
+        np.testing.assert_array_equal(y.detach().numpy(), ty.detach().numpy())
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-15, atol=0)
 
 
 @pytest.mark.parametrize("dim, keepdim", [(1, False), ((0, 2), True), ((0, 2), False)])

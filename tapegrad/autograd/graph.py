@@ -323,8 +323,8 @@ def _saved(t, i, what):
     if what == "result":
         j = i
     elif what == "self":     # (a composite op's: its first input, not an inner entry's)
-        j = (t.autograd.composite_inputs.get(i) or [int(t.A[i])])[0]
-        j = j[1] if isinstance(j, tuple) else j
+        j = (t.autograd.composite_inputs.get(i) or [-1])[0]
+        j = j[1] if isinstance(j, tuple) else j if j >= 0 else int(t.A[i])
     elif what == "other":
         j = int(t.B[i])
     else:
