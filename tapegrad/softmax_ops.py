@@ -32,13 +32,19 @@ def _value(arr, d, log):
     return out.reshape(arr.shape).astype(arr.dtype, copy=False)
 
 
-def _value_short(xs, log):
-    """``_value`` of a short float64 vector (a list), in Python, in the compiled rule's
-    order (``kernels/softmax.forward``: a replay recomputes the same bits)."""
+def _top_short(xs):
+    """The max of a list of floats, nan if it holds one (``kernels/softmax._top``)."""
     top = -math.inf
     for x in xs:
         if x > top or x != x:
             top = x
+    return top
+
+
+def _value_short(xs, log):
+    """``_value`` of a short float64 vector (a list), in Python, in the compiled rule's
+    order (``kernels/softmax.forward``: a replay recomputes the same bits)."""
+    top = _top_short(xs)
     es = [math.exp(x - top) for x in xs]      # x - top <= 0, or nan: never overflows
     s = 0.0
     for e in es:
@@ -104,10 +110,7 @@ def _lse_value(arr, dims):
     """logsumexp of ``arr`` over ``dims`` (kept), shifted by the finite max."""
     if arr.ndim == 1 and arr.size <= _SHORT and arr.dtype == np.float64:
         xs = arr.tolist()        # in Python, in the compiled rule's order (as _value_short)
-        top = -math.inf
-        for x in xs:
-            if x > top or x != x:
-                top = x
+        top = _top_short(xs)
         if abs(top) == math.inf:
             top = 0.0
         s = 0.0
