@@ -216,6 +216,29 @@ def test_gradient_through_inner_create_graph_steps_matches_pytorch(torch_float64
     np.testing.assert_allclose(outer(tg), outer(torch), rtol=1e-13)
 
 
+def _reached_through_pieces(m):
+    """x reaches the loss only through a stack's and a cat's pieces (inputs kept
+    outside the A and B columns); u, another piece, does not lead to x."""
+    x = m.tensor([0.3, -1.2], requires_grad=True)
+    w = m.tensor([2.0, 0.5], requires_grad=True)
+    seen = []
+    u = (w * 3).exp()
+    u.register_hook(lambda g: seen.append("u"))
+    v = x.sin()
+    v.register_hook(lambda g: seen.append("v"))
+    c = m.cat([m.stack([v, u]).reshape(-1), x * x])
+    gx, = m.autograd.grad((c * c).sum(), x, create_graph=True)
+    ggx, = m.autograd.grad(gx.sum(), x)
+    return seen, gx.detach().numpy(), ggx.numpy()
+
+
+def test_create_graph_reaches_an_input_through_pieces_as_pytorch(torch_float64):
+    ours, theirs = _reached_through_pieces(tg), _reached_through_pieces(torch)
+    assert ours[0] == theirs[0] == ["v", "v"]      # (u's hook: never; v's: in both grads)
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-14)
+    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-14)
+
+
 def test_retain_grad_under_backward_create_graph():
     x = tg.tensor([1.0, 3.0], requires_grad=True)
     y = x.exp()

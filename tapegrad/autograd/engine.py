@@ -26,7 +26,7 @@ from ..ops import rules
 from ..ops.table import BY_CODE
 from ..kernels import cold, fused
 from ..kernels.matmul import add_outer
-from ..kernels.reverse import (CONSUMED, DONE, FUSE, HOOK, NAN, RULES, consume, sweep,
+from ..kernels.reverse import (CONSUMED, DONE, FUSE, HOOK, NAN, RULES, consume, reach, sweep,
                                sweep_compiling)
 from ..kernels.threads import one_blas_thread
 
@@ -57,9 +57,10 @@ tp.on_release(_POOL.clear)
 SAVES = tuple(np.array([op is not None and s in op.saves for op in BY_CODE])
               for s in ("self", "other", "result"))
 _FUNCTION = tp.CODE["function"]
-_LISTED_INPUTS = (_FUNCTION, tp.CODE["cat"], tp.CODE["stack"])   # inputs not in A and B
+_LISTED = np.isin(np.arange(len(BY_CODE)), (_FUNCTION, tp.CODE["cat"], tp.CODE["stack"]))
+# (per op code: are an entry's inputs listed elsewhere than in A and B?)
 # a cold cache: these compile in the background, small tapes are swept by the twins
-REVERSE = cold.Group("reverse", (sweep, consume), "tapegrad.kernels.reverse:warm")
+REVERSE = cold.Group("reverse", (sweep, consume, reach), "tapegrad.kernels.reverse:warm")
 # (a sweep compiles the rule of a kind it meets itself: this fills the cache for the next run)
 KIND_RULES = cold.Group("rules", RULES.kernels, "tapegrad.kernels.reverse:warm_rules",
                         twins=False)
@@ -137,40 +138,28 @@ class Wanted(dict):
         self.any = bool(wanted)
 
     def toward(self, t):
-        """None when nothing was requested (everything is needed), else ``needed(b)``
-        (memoised, a walk down the inputs; an entry's inputs are its A and B columns but
-        for a cat's pieces and a custom Function's inputs, asked of ``inputs_of``)."""
+        """None when nothing was requested (everything is needed), else ``needed(b)``:
+        does buffer b (of the first ``t.n``) lead to a requested input?  All entries are
+        answered at once by the compiled ``reach``: an entry's inputs are its A and B
+        columns but for a cat's pieces and a custom Function's inputs, asked of
+        ``inputs_of``.  A tensor of another tape may lead to one (kept)."""
         if not self.any:
             return None
-        memo = {e: True for uid, e in self if uid == t.uid}
-        for e, src in t.sources.items():       # a tensor of another tape: maybe (kept)
-            if id(src) in self.leaves or src._t is not None:
-                memo[e] = True
         n = t.n
-        A, B = t.A[:n].tolist(), t.B[:n].tolist()
-        listed = set(np.flatnonzero(np.isin(t.OP[:n], _LISTED_INPUTS)).tolist())
-
-        def inputs(j):
-            if j in listed:
-                return [k for k in CALLBACKS.inputs_of(t, j) if k >= 0]
-            return [k for k in (A[j], B[j]) if k >= 0]
-
-        def needed(b):
-            stack = [b]
-            while stack:
-                j = stack[-1]
-                if j in memo:
-                    stack.pop()
-                    continue
-                ins = inputs(j)
-                todo = [k for k in ins if k not in memo]
-                if todo:
-                    stack.extend(todo)
-                    continue
-                memo[j] = any(memo[k] for k in ins)
-                stack.pop()
-            return memo[b]
-        return needed
+        seed = np.zeros(n, np.uint8)
+        for uid, e in self:
+            if uid == t.uid and e < n:
+                seed[e] = 1
+        for e, src in t.sources.items():
+            if id(src) in self.leaves or src._t is not None:
+                seed[e] = 1
+        listed = np.full(n, -1, np.int64)
+        ins = []
+        for j in np.flatnonzero(_LISTED[t.OP[:n]]).tolist():
+            listed[j] = len(ins)
+            ins += [k for k in CALLBACKS.inputs_of(t, j) if k >= 0] + [-1]
+        REVERSE.pick(reach, n, (5,))(n, t.A, t.B, listed, np.array(ins + [-1], np.int64), seed)
+        return seed.view(bool).tolist().__getitem__
 
 
 _NOTHING_WANTED = Wanted(())      # (read only)

@@ -1,7 +1,7 @@
 """The compiled reverse sweep over a tape's flat arrays.
 
-``mark`` finds the entries an output depends on; ``sweep`` walks them from the last
-to the first, adding each entry's adjoint contributions into its inputs' adjoints.
+``sweep`` walks a tape's entries from the last to the first, adding each entry's adjoint
+contributions into its inputs' adjoints.
 Adjoints live in ``G``, an arena with the same layout as the value arena ``V``.
 Nothing here knows a Python object, and nothing raises: the engine validates first.
 Each kind's rule is in the kind's own module (``elementwise``, ``structural``,
@@ -219,6 +219,29 @@ def consume(n, OP, A, B, FLAGS, live, NEED):
     return left
 
 
+@njit(**_JIT)
+def reach(n, A, B, LISTED, INS, seed):
+    """Which of entries 0..n-1 lead to a ``seed``ed one (an input asked for), in place:
+    one pass up the tape, as an entry's inputs come before it.  An entry's inputs are
+    its A and B columns (>= 0), or, where ``LISTED[j] >= 0`` (a cat's pieces, a custom
+    Function's inputs), ``INS[LISTED[j]:]`` up to a -1.  An input at or after its entry
+    (no recording makes one) counts as leading there: more Nodes run, never fewer."""
+    for j in range(n):
+        if seed[j]:
+            continue
+        k = LISTED[j]
+        if k < 0:
+            a, b = A[j], B[j]
+            if (a >= 0 and (a >= j or seed[a])) or (b >= 0 and (b >= j or seed[b])):
+                seed[j] = 1
+            continue
+        while INS[k] >= 0:
+            if INS[k] >= j or seed[INS[k]]:
+                seed[j] = 1
+                break
+            k += 1
+
+
 def rules_for(run, kernel):
     """The rules table for ``run``: the compiled ``kernel`` (which calls the sweep), or
     its twin (``cold``), which runs the rules' twins."""
@@ -246,12 +269,13 @@ def compile_rules(OP, n):
 
 
 def warm():
-    """Compile ``sweep`` and ``consume`` for the engine's argument types (``cold``'s
-    background process): a tape of one unused entry."""
+    """Compile ``sweep``, ``consume`` and ``reach`` for the engine's argument types
+    (``cold``'s background process): a tape of one unused entry."""
     tape = tiny_tape()
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tape
     sweep(-1, tape, f, FLAGS, f, A, RULES.table, 1, -1, False, 0, False, 1)
     consume(0, OP, A, B, FLAGS, FLAGS, FLAGS)
+    reach(0, A, B, A, A, FLAGS)
 
 
 def warm_rules():
