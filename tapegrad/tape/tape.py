@@ -36,7 +36,7 @@ SECOND_BACKWARD = (
 
 
 _EMPTY = np.empty(0)
-_FEW_ROWS = 6               # array rows a flush writes one by one (else in bulk)
+_FEW_ROWS = 6               # scalar / array rows a flush writes one by one (else in bulk)
 PLACE_MIN = 4096             # float64 values this large go into the arena at once (sources,
                              # and results computed straight into it: elementwise._large)
 
@@ -110,7 +110,9 @@ class Tape(Layout):
         gaps = ks + len(ast) != end - n
         if gaps:
             self._fill_gaps(n, end, st, ast)
-        if ks:
+        if ks and ks <= _FEW_ROWS:
+            self._write_scalars(st, nv)
+        elif ks:
             blk = np.fromiter(st, np.float64, 6 * ks).reshape(ks, 6)
             idx = blk[:, 0].astype(np.int64)
             self.OP[idx] = blk[:, 1]
@@ -155,6 +157,24 @@ class Tape(Layout):
         self.placed.clear()
         self._long_meta = False
         self.n, self.nv, self.ni = end, nv + ks + nva, ni + nia
+
+    def _write_scalars(self, st, off):
+        """``flush``'s staged scalar rows one by one, for a few of them (a dozen NumPy
+        calls cost more): values from arena offset ``off``."""
+        OP, A, B, C, C2, FLAGS, OFF, META, V = (self.OP, self.A, self.B, self.C, self.C2,
+                                                 self.FLAGS, self.OFF, self.META, self.V)
+        for k in range(0, len(st), 6):
+            i = st[k]
+            OP[i] = st[k + 1]
+            A[i] = st[k + 2]
+            B[i] = st[k + 3]
+            C[i] = st[k + 4]
+            C2[i] = 0.0
+            META[i] = -1
+            FLAGS[i] = 0
+            OFF[i] = off
+            V[off] = st[k + 5]
+            off += 1
 
     def _write_rows(self, ast, off, mi):
         """``flush``'s array rows one by one, for a few of them (fewer NumPy calls than
