@@ -8,13 +8,13 @@ where both operands allow, padded to four, and the operands' element strides ove
 ``x[i0 a0 + i1 a1 + i2 a2 + i3 a3]`` and ``y`` alike.  The reverse adds each output
 element's contributions in output order, as the op's elementwise rules (the table's
 ``gx``/``gy``) give them; an operand broadcast along the innermost loop (a bias, a
-row of a sum) sums them in a register.  Where a broadcast was recorded as an
-``expand`` entry, the broadcast operand was materialised (a copy per row), its
-adjoint swept and scattered back.
+row of a sum) sums them in a register (one loop nest per op: ``_signed``, ``_product``,
+``_quotient``).  Where a broadcast was recorded as an ``expand`` entry, the broadcast
+operand was materialised (a copy per row), its adjoint swept and scattered back.
 """
 from numba import njit
 
-from .generated import OP_BROADCAST_ADD, OP_BROADCAST_MUL, OP_BROADCAST_SUB
+from .generated import OP_BROADCAST_ADD, OP_BROADCAST_DIV, OP_BROADCAST_MUL, OP_BROADCAST_SUB
 from .layout import extras_at, wants
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -93,93 +93,114 @@ def forward(i, tape, omap):
 
 
 @njit(inline="always", **_JIT)
-def _add_rows(d, x, y, g, op, side):
-    """d += operand ``side``'s (0: x, 1: y) adjoint contributions of a row of outputs,
-    over slices of one length (``_grads`` written out, each op in a loop that
-    vectorises)."""
-    n = d.shape[0]
-    if op == OP_BROADCAST_ADD or (op == OP_BROADCAST_SUB and side == 0):
-        for j in range(n):
-            d[j] += g[j]
-    elif op == OP_BROADCAST_SUB:
-        for j in range(n):
-            d[j] += -g[j]
-    elif op == OP_BROADCAST_MUL:
-        other = y if side == 0 else x
-        for j in range(n):
-            d[j] += g[j] * other[j]
-    elif side == 0:
-        for j in range(n):
-            d[j] += g[j] / y[j]
-    else:
-        for j in range(n):
-            d[j] += -g[j] * (x[j] / y[j]) / y[j]
+def _sides(side, lp, oa, ob):
+    """(offset, four strides) of the operand whose adjoints are added (``side`` 0: x,
+    1: y), then the other operand's, from an entry's loops ``lp``."""
+    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = lp
+    if side == 0:
+        return (oa, a0, a1, a2, a3), (ob, b0, b1, b2, b3)
+    return (ob, b0, b1, b2, b3), (oa, a0, a1, a2, a3)
+
+
+# The reverse: one function per op, each with one loop nest whose innermost loop does
+# one thing (a loop nest holding every op's loops, selected by ``op`` at run time, ran
+# 5x slower: LLVM kept the register sum of a short row in memory).  Each output
+# element's contribution is added in output order; along an innermost loop where the
+# added operand's stride is 0 (a bias, a row of a sum) the row is summed in a register.
+@njit(**_JIT)
+def _signed(G, side, lp, oa, ob, k, sign):
+    """+ and -: d += g, or d += -g (``sign`` -1)."""
+    s0, s1, s2, s3 = lp[0], lp[1], lp[2], lp[3]
+    (pd, d0, d1, d2, d3), _ = _sides(side, lp, oa, ob)
+    for i0 in range(s0):
+        for i1 in range(s1):
+            for i2 in range(s2):
+                q = pd + i0 * d0 + i1 * d1 + i2 * d2
+                if d3 == 0:
+                    acc = G[q]
+                    if sign > 0:
+                        for j in range(s3):
+                            acc += G[k + j]
+                    else:
+                        for j in range(s3):
+                            acc += -G[k + j]
+                    G[q] = acc
+                elif sign > 0:
+                    for j in range(s3):
+                        G[q + j * d3] += G[k + j]
+                else:
+                    for j in range(s3):
+                        G[q + j * d3] += -G[k + j]
+                k += s3
 
 
 @njit(**_JIT)
-def _add_strided(G, V, op, side, pa, a3, pb, b3, go, n):
-    """``_add_rows`` for any strides, each op in a loop of its own (``_grads`` written
-    out); an operand broadcast along the row (stride 0) sums its contributions in a
-    register, in order."""
-    dst, ds = (pa, a3) if side == 0 else (pb, b3)
-    acc = G[dst]
-    if op == OP_BROADCAST_ADD or (op == OP_BROADCAST_SUB and side == 0):
-        if ds == 0:
-            for j in range(n):
-                acc += G[go + j]
-        else:
-            for j in range(n):
-                G[dst + j * ds] += G[go + j]
-    elif op == OP_BROADCAST_SUB:
-        if ds == 0:
-            for j in range(n):
-                acc += -G[go + j]
-        else:
-            for j in range(n):
-                G[dst + j * ds] += -G[go + j]
-    elif op == OP_BROADCAST_MUL:
-        po, os = (pb, b3) if side == 0 else (pa, a3)
-        if ds == 0:
-            for j in range(n):
-                acc += G[go + j] * V[po + j * os]
-        else:
-            for j in range(n):
-                G[dst + j * ds] += G[go + j] * V[po + j * os]
-    else:
-        for j in range(n):
-            c = _grads(op, V[pa + j * a3], V[pb + j * b3], G[go + j])[side]
-            if ds == 0:
-                acc += c
-            else:
-                G[dst + j * ds] += c
-    if ds == 0:
-        G[dst] = acc
+def _product(G, V, side, lp, oa, ob, k):
+    """*: d += g times the other operand."""
+    s0, s1, s2, s3 = lp[0], lp[1], lp[2], lp[3]
+    (pd, d0, d1, d2, d3), (po, o0, o1, o2, o3) = _sides(side, lp, oa, ob)
+    for i0 in range(s0):
+        for i1 in range(s1):
+            for i2 in range(s2):
+                q = pd + i0 * d0 + i1 * d1 + i2 * d2
+                r = po + i0 * o0 + i1 * o1 + i2 * o2
+                if d3 == 0:
+                    acc = G[q]
+                    for j in range(s3):
+                        acc += G[k + j] * V[r + j * o3]
+                    G[q] = acc
+                elif d3 == 1 and o3 == 1:
+                    for j in range(s3):
+                        G[q + j] += G[k + j] * V[r + j]
+                else:
+                    for j in range(s3):
+                        G[q + j * d3] += G[k + j] * V[r + j * o3]
+                k += s3
+
+
+@njit(**_JIT)
+def _quotient(G, V, side, lp, oa, ob, k):
+    """/: ``_grads``' rule for the side, element by element."""
+    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = lp
+    (pd, d0, d1, d2, d3), _ = _sides(side, lp, oa, ob)
+    for i0 in range(s0):
+        for i1 in range(s1):
+            for i2 in range(s2):
+                q = pd + i0 * d0 + i1 * d1 + i2 * d2
+                pa = oa + i0 * a0 + i1 * a1 + i2 * a2
+                pb = ob + i0 * b0 + i1 * b1 + i2 * b2
+                if d3 == 0:
+                    acc = G[q]
+                    for j in range(s3):
+                        acc += _grads(OP_BROADCAST_DIV, V[pa + j * a3], V[pb + j * b3],
+                                      G[k + j])[side]
+                    G[q] = acc
+                else:
+                    for j in range(s3):
+                        G[q + j * d3] += _grads(OP_BROADCAST_DIV, V[pa + j * a3],
+                                                V[pb + j * b3], G[k + j])[side]
+                k += s3
 
 
 @njit(**_JIT)
 def reverse(i, tape, G, scratch, omap):
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
     op = OP[i]
-    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = loops(i, META, IAUX)
-    if s3 == 0:                                # (no element: read no adjoint either)
+    lp = loops(i, META, IAUX)
+    if lp[3] == 0:                             # (no element: read no adjoint either)
         return
     a, b = A[i], B[i]
-    oa, ob, k = OFF[a], OFF[b], OFF[i]
-    wa, wb = wants(a, OP), wants(b, OP)
-    for i0 in range(s0):
-        for i1 in range(s1):
-            for i2 in range(s2):
-                pa = oa + i0 * a0 + i1 * a1 + i2 * a2
-                pb = ob + i0 * b0 + i1 * b1 + i2 * b2
-                for side in range(2):          # (two buffers: the order within each holds)
-                    if not (wa if side == 0 else wb):
-                        continue
-                    if a3 == 1 and b3 == 1:
-                        d = G[pa:pa + s3] if side == 0 else G[pb:pb + s3]
-                        _add_rows(d, V[pa:pa + s3], V[pb:pb + s3], G[k:k + s3], op, side)
-                    else:
-                        _add_strided(G, V, op, side, pa, a3, pb, b3, k, s3)
-                k += s3
+    for side in range(2):      # one operand's adjoints, then the other's (two buffers:
+        if not wants(a if side == 0 else b, OP):     # the order of additions into each holds)
+            continue
+        if op == OP_BROADCAST_ADD or (op == OP_BROADCAST_SUB and side == 0):
+            _signed(G, side, lp, OFF[a], OFF[b], OFF[i], 1)
+        elif op == OP_BROADCAST_SUB:
+            _signed(G, side, lp, OFF[a], OFF[b], OFF[i], -1)
+        elif op == OP_BROADCAST_MUL:
+            _product(G, V, side, lp, OFF[a], OFF[b], OFF[i])
+        else:
+            _quotient(G, V, side, lp, OFF[a], OFF[b], OFF[i])
 
 
 @njit(**_JIT)
