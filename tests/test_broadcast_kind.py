@@ -19,10 +19,11 @@ from replay_checks import assert_replays_eager
 
 RNG = np.random.default_rng(21)
 # a bias, a bias with a leading 1, trailing dims, an outer product, a column against
-# rows (both broadcast), a 0-d-like row, large (into the arena), six dims merged to two
+# rows (both broadcast), a 0-d-like row, large (into the arena), six dims merged to two,
+# short rows beside a column (swept down the columns)
 SHAPES = [((5, 3), (3,)), ((2, 3, 4), (1, 4)), ((2, 3, 4), (3, 4)), ((4, 1), (1, 3)),
           ((2, 1, 4), (3, 1)), ((6,), (1,)), ((64, 128), (128,)),
-          ((2, 3, 1, 1, 4, 5), (1, 1, 1, 4, 5))]
+          ((2, 3, 1, 1, 4, 5), (1, 1, 1, 4, 5)), ((7, 3), (7, 1))]
 OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
        "div": lambda a, b: a / b}
 
@@ -121,8 +122,8 @@ def test_linear_with_bias_is_one_addmm_node(lead):
         np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-13)
 
 
-@pytest.mark.parametrize("shapes", [((4, 3), (3,)), ((2, 1, 4), (3, 1)), ((64, 128), (128,))],
-                         ids=str)
+@pytest.mark.parametrize("shapes", [((4, 3), (3,)), ((2, 1, 4), (3, 1)), ((64, 128), (128,)),
+                                    ((6, 3), (6, 1)), ((5, 2, 3), (5, 1, 1))], ids=str)
 def test_replayed_and_compiled_broadcasts_are_eager_bit_for_bit(shapes):
     def f(x, b):
         return (((x + b).tanh() * x) / (b * b + 1.0)).sum() + ((b - x) * b).sin().sum()

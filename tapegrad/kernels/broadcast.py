@@ -107,11 +107,41 @@ def _sides(side, lp, oa, ob):
 # 5x slower: LLVM kept the register sum of a short row in memory).  Each output
 # element's contribution is added in output order; along an innermost loop where the
 # added operand's stride is 0 (a bias, a row of a sum) the row is summed in a register.
+@njit(inline="always", **_JIT)
+def _columns(s2, s3, d2, d3):
+    """Are the rows short (a (n, 3) operand beside an (n, 1) one) and so better swept
+    down the columns, the last two loops swapped?  Each adjoint then gets the same
+    additions in the same order, unless it is broadcast along both loops (kept)."""
+    return s3 < 8 and s2 > s3 and (d2 != 0 or d3 != 0)
+
+
 @njit(**_JIT)
 def _signed(G, side, lp, oa, ob, k, sign):
     """+ and -: d += g, or d += -g (``sign`` -1)."""
     s0, s1, s2, s3 = lp[0], lp[1], lp[2], lp[3]
     (pd, d0, d1, d2, d3), _ = _sides(side, lp, oa, ob)
+    if _columns(s2, s3, d2, d3):
+        for i0 in range(s0):
+            for i1 in range(s1):
+                for j in range(s3):
+                    q = pd + i0 * d0 + i1 * d1 + j * d3
+                    if d2 == 0:
+                        acc = G[q]
+                        if sign > 0:
+                            for i2 in range(s2):
+                                acc += G[k + i2 * s3 + j]
+                        else:
+                            for i2 in range(s2):
+                                acc += -G[k + i2 * s3 + j]
+                        G[q] = acc
+                    elif sign > 0:
+                        for i2 in range(s2):
+                            G[q + i2 * d2] += G[k + i2 * s3 + j]
+                    else:
+                        for i2 in range(s2):
+                            G[q + i2 * d2] += -G[k + i2 * s3 + j]
+                k += s2 * s3
+        return
     for i0 in range(s0):
         for i1 in range(s1):
             for i2 in range(s2):
@@ -139,6 +169,22 @@ def _product(G, V, side, lp, oa, ob, k):
     """*: d += g times the other operand."""
     s0, s1, s2, s3 = lp[0], lp[1], lp[2], lp[3]
     (pd, d0, d1, d2, d3), (po, o0, o1, o2, o3) = _sides(side, lp, oa, ob)
+    if _columns(s2, s3, d2, d3):
+        for i0 in range(s0):
+            for i1 in range(s1):
+                for j in range(s3):
+                    q = pd + i0 * d0 + i1 * d1 + j * d3
+                    r = po + i0 * o0 + i1 * o1 + j * o3
+                    if d2 == 0:
+                        acc = G[q]
+                        for i2 in range(s2):
+                            acc += G[k + i2 * s3 + j] * V[r + i2 * o2]
+                        G[q] = acc
+                    else:
+                        for i2 in range(s2):
+                            G[q + i2 * d2] += G[k + i2 * s3 + j] * V[r + i2 * o2]
+                k += s2 * s3
+        return
     for i0 in range(s0):
         for i1 in range(s1):
             for i2 in range(s2):
