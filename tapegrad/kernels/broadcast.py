@@ -93,139 +93,109 @@ def forward(i, tape, omap):
 
 
 @njit(inline="always", **_JIT)
-def _sides(side, lp, oa, ob):
-    """(offset, four strides) of the operand whose adjoints are added (``side`` 0: x,
-    1: y), then the other operand's, from an entry's loops ``lp``."""
+def _nest(side, lp, oa, ob):
+    """How the reverse walks an entry for one operand (``side`` 0: x, 1: y): ``(n_out,
+    n_in, k_out, k_in)``, the two inner loops' lengths and their steps through the
+    output, then ``(offset, s0, s1, out, in)`` strides of the operand whose adjoints are
+    added and of the other one.  The inner loop is the last dim, or, for short rows (an
+    (n, 3) operand beside an (n, 1) one), the one before: swept down the columns.  An
+    adjoint gets the same additions in the same order either way, so an adjoint
+    broadcast along both dims stays row by row."""
     s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = lp
-    if side == 0:
-        return (oa, a0, a1, a2, a3), (ob, b0, b1, b2, b3)
-    return (ob, b0, b1, b2, b3), (oa, a0, a1, a2, a3)
+    d2, d3 = (a2, a3) if side == 0 else (b2, b3)
+    mine, other = (oa, a0, a1, a2, a3), (ob, b0, b1, b2, b3)
+    if side == 1:
+        mine, other = other, mine
+    if s3 < 8 and s2 > s3 and (d2 != 0 or d3 != 0):
+        return ((s3, s2, 1, s3), (mine[0], mine[1], mine[2], mine[4], mine[3]),
+                (other[0], other[1], other[2], other[4], other[3]))
+    return (s2, s3, s3, 1), mine, other
 
 
 # The reverse: one function per op, each with one loop nest whose innermost loop does
 # one thing (a loop nest holding every op's loops, selected by ``op`` at run time, ran
-# 5x slower: LLVM kept the register sum of a short row in memory).  Each output
-# element's contribution is added in output order; along an innermost loop where the
-# added operand's stride is 0 (a bias, a row of a sum) the row is summed in a register.
-@njit(inline="always", **_JIT)
-def _columns(s2, s3, d2, d3):
-    """Are the rows short (a (n, 3) operand beside an (n, 1) one) and so better swept
-    down the columns, the last two loops swapped?  Each adjoint then gets the same
-    additions in the same order, unless it is broadcast along both loops (kept)."""
-    return s3 < 8 and s2 > s3 and (d2 != 0 or d3 != 0)
-
-
+# 5x slower: LLVM kept the register sum of a short row in memory).  Along an inner loop
+# where the added operand's stride is 0 (a bias, a row of a sum) its contributions are
+# summed in a register, in order.
 @njit(**_JIT)
 def _signed(G, side, lp, oa, ob, k, sign):
     """+ and -: d += g, or d += -g (``sign`` -1)."""
-    s0, s1, s2, s3 = lp[0], lp[1], lp[2], lp[3]
-    (pd, d0, d1, d2, d3), _ = _sides(side, lp, oa, ob)
-    if _columns(s2, s3, d2, d3):
-        for i0 in range(s0):
-            for i1 in range(s1):
-                for j in range(s3):
-                    q = pd + i0 * d0 + i1 * d1 + j * d3
-                    if d2 == 0:
-                        acc = G[q]
-                        if sign > 0:
-                            for i2 in range(s2):
-                                acc += G[k + i2 * s3 + j]
-                        else:
-                            for i2 in range(s2):
-                                acc += -G[k + i2 * s3 + j]
-                        G[q] = acc
-                    elif sign > 0:
-                        for i2 in range(s2):
-                            G[q + i2 * d2] += G[k + i2 * s3 + j]
-                    else:
-                        for i2 in range(s2):
-                            G[q + i2 * d2] += -G[k + i2 * s3 + j]
-                k += s2 * s3
-        return
+    s0, s1 = lp[0], lp[1]
+    (n_out, n_in, k_out, k_in), (pd, d0, d1, d_out, d_in), _ = _nest(side, lp, oa, ob)
     for i0 in range(s0):
         for i1 in range(s1):
-            for i2 in range(s2):
-                q = pd + i0 * d0 + i1 * d1 + i2 * d2
-                if d3 == 0:
+            for u in range(n_out):
+                q = pd + i0 * d0 + i1 * d1 + u * d_out
+                g = k + u * k_out
+                if d_in == 0:
                     acc = G[q]
                     if sign > 0:
-                        for j in range(s3):
-                            acc += G[k + j]
+                        for v in range(n_in):
+                            acc += G[g + v * k_in]
                     else:
-                        for j in range(s3):
-                            acc += -G[k + j]
+                        for v in range(n_in):
+                            acc += -G[g + v * k_in]
                     G[q] = acc
                 elif sign > 0:
-                    for j in range(s3):
-                        G[q + j * d3] += G[k + j]
+                    for v in range(n_in):
+                        G[q + v * d_in] += G[g + v * k_in]
                 else:
-                    for j in range(s3):
-                        G[q + j * d3] += -G[k + j]
-                k += s3
+                    for v in range(n_in):
+                        G[q + v * d_in] += -G[g + v * k_in]
+            k += n_out * n_in
 
 
 @njit(**_JIT)
 def _product(G, V, side, lp, oa, ob, k):
     """*: d += g times the other operand."""
-    s0, s1, s2, s3 = lp[0], lp[1], lp[2], lp[3]
-    (pd, d0, d1, d2, d3), (po, o0, o1, o2, o3) = _sides(side, lp, oa, ob)
-    if _columns(s2, s3, d2, d3):
-        for i0 in range(s0):
-            for i1 in range(s1):
-                for j in range(s3):
-                    q = pd + i0 * d0 + i1 * d1 + j * d3
-                    r = po + i0 * o0 + i1 * o1 + j * o3
-                    if d2 == 0:
-                        acc = G[q]
-                        for i2 in range(s2):
-                            acc += G[k + i2 * s3 + j] * V[r + i2 * o2]
-                        G[q] = acc
-                    else:
-                        for i2 in range(s2):
-                            G[q + i2 * d2] += G[k + i2 * s3 + j] * V[r + i2 * o2]
-                k += s2 * s3
-        return
+    s0, s1 = lp[0], lp[1]
+    (n_out, n_in, k_out, k_in), (pd, d0, d1, d_out, d_in), (po, o0, o1, o_out, o_in) = \
+        _nest(side, lp, oa, ob)
     for i0 in range(s0):
         for i1 in range(s1):
-            for i2 in range(s2):
-                q = pd + i0 * d0 + i1 * d1 + i2 * d2
-                r = po + i0 * o0 + i1 * o1 + i2 * o2
-                if d3 == 0:
+            for u in range(n_out):
+                q = pd + i0 * d0 + i1 * d1 + u * d_out
+                r = po + i0 * o0 + i1 * o1 + u * o_out
+                g = k + u * k_out
+                if d_in == 0:
                     acc = G[q]
-                    for j in range(s3):
-                        acc += G[k + j] * V[r + j * o3]
+                    for v in range(n_in):
+                        acc += G[g + v * k_in] * V[r + v * o_in]
                     G[q] = acc
-                elif d3 == 1 and o3 == 1:
-                    for j in range(s3):
-                        G[q + j] += G[k + j] * V[r + j]
+                elif d_in == 1 and o_in == 1 and k_in == 1:
+                    for v in range(n_in):
+                        G[q + v] += G[g + v] * V[r + v]
                 else:
-                    for j in range(s3):
-                        G[q + j * d3] += G[k + j] * V[r + j * o3]
-                k += s3
+                    for v in range(n_in):
+                        G[q + v * d_in] += G[g + v * k_in] * V[r + v * o_in]
+            k += n_out * n_in
 
 
 @njit(**_JIT)
 def _quotient(G, V, side, lp, oa, ob, k):
     """/: ``_grads``' rule for the side, element by element."""
-    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = lp
-    (pd, d0, d1, d2, d3), _ = _sides(side, lp, oa, ob)
+    s0, s1 = lp[0], lp[1]
+    (n_out, n_in, k_out, k_in), (pd, d0, d1, d_out, d_in), (po, o0, o1, o_out, o_in) = \
+        _nest(side, lp, oa, ob)
     for i0 in range(s0):
         for i1 in range(s1):
-            for i2 in range(s2):
-                q = pd + i0 * d0 + i1 * d1 + i2 * d2
-                pa = oa + i0 * a0 + i1 * a1 + i2 * a2
-                pb = ob + i0 * b0 + i1 * b1 + i2 * b2
-                if d3 == 0:
-                    acc = G[q]
-                    for j in range(s3):
-                        acc += _grads(OP_BROADCAST_DIV, V[pa + j * a3], V[pb + j * b3],
-                                      G[k + j])[side]
+            for u in range(n_out):
+                q = pd + i0 * d0 + i1 * d1 + u * d_out
+                r = po + i0 * o0 + i1 * o1 + u * o_out
+                g = k + u * k_out
+                acc = G[q]
+                for v in range(n_in):
+                    x, y = V[q + v * d_in], V[r + v * o_in]
+                    if side == 1:
+                        x, y = y, x
+                    c = _grads(OP_BROADCAST_DIV, x, y, G[g + v * k_in])[side]
+                    if d_in == 0:
+                        acc += c
+                    else:
+                        G[q + v * d_in] += c
+                if d_in == 0:
                     G[q] = acc
-                else:
-                    for j in range(s3):
-                        G[q + j * d3] += _grads(OP_BROADCAST_DIV, V[pa + j * a3],
-                                                V[pb + j * b3], G[k + j])[side]
-                k += s3
+            k += n_out * n_in
 
 
 @njit(**_JIT)
