@@ -8,8 +8,7 @@ where both operands allow, padded to four, and the operands' element strides ove
 ``x[i0 a0 + i1 a1 + i2 a2 + i3 a3]`` and ``y`` alike.  The reverse adds each output
 element's contributions in output order, as the op's elementwise rules (the table's
 ``gx``/``gy``) give them; an operand broadcast along the innermost loop (a bias, a
-row of a sum) sums them in a register (one loop nest per op: ``_signed``, ``_product``,
-``_quotient``).  Where a broadcast was recorded as an ``expand`` entry, the broadcast
+row of a sum) sums them in a register (``_side``).  Where a broadcast was recorded as an ``expand`` entry, the broadcast
 operand was materialised (a copy per row), its adjoint swept and scattered back.
 """
 from numba import njit
@@ -92,131 +91,86 @@ def forward(i, tape, omap):
                 k += s3
 
 
-@njit(inline="always", **_JIT)
-def _nest(side, lp, oa, ob):
-    """How the reverse walks an entry for one operand (``side`` 0: x, 1: y): ``(n_out,
-    n_in, k_out, k_in)``, the two inner loops' lengths and their steps through the
-    output, then ``(offset, s0, s1, out, in)`` strides of the operand whose adjoints are
-    added and of the other one.  The inner loop is the last dim, or, for short rows (an
-    (n, 3) operand beside an (n, 1) one), the one before: swept down the columns.  An
-    adjoint gets the same additions in the same order either way, so an adjoint
-    broadcast along both dims stays row by row."""
+# The reverse adds one operand's adjoints at a time, each op in a loop nest of its own
+# whose innermost loop does one thing (every op's loops selected by ``op`` inside one
+# nest ran 5x slower: LLVM kept the register sum of a short row in memory), in one
+# function (one per op took twice as long to compile).  Along an inner loop where the
+# added operand's stride is 0 (a bias, a row of a sum) its contributions are summed in
+# a register, in order.
+@njit(**_JIT)
+def _side(G, V, op, side, lp, oa, ob, k):
+    """Operand ``side``'s (0: x, 1: y) adjoint contributions.  The inner loop is the
+    last dim, or, for short rows (an (n, 3) operand beside an (n, 1) one), the one
+    before: swept down the columns.  An adjoint gets the same additions in the same
+    order either way, so an adjoint broadcast along both dims stays row by row."""
     s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = lp
-    d2, d3 = (a2, a3) if side == 0 else (b2, b3)
-    mine, other = (oa, a0, a1, a2, a3), (ob, b0, b1, b2, b3)
+    pd, d0, d1, d2, d3, po, o0, o1, o2, o3 = oa, a0, a1, a2, a3, ob, b0, b1, b2, b3
     if side == 1:
-        mine, other = other, mine
+        pd, d0, d1, d2, d3, po, o0, o1, o2, o3 = ob, b0, b1, b2, b3, oa, a0, a1, a2, a3
+    n_out, n_in, k_out, k_in, d_out, d_in, o_out, o_in = s2, s3, s3, 1, d2, d3, o2, o3
     if s3 < 8 and s2 > s3 and (d2 != 0 or d3 != 0):
-        return ((s3, s2, 1, s3), (mine[0], mine[1], mine[2], mine[4], mine[3]),
-                (other[0], other[1], other[2], other[4], other[3]))
-    return (s2, s3, s3, 1), mine, other
-
-
-# The reverse: one function per op, each with one loop nest whose innermost loop does
-# one thing (a loop nest holding every op's loops, selected by ``op`` at run time, ran
-# 5x slower: LLVM kept the register sum of a short row in memory).  Along an inner loop
-# where the added operand's stride is 0 (a bias, a row of a sum) its contributions are
-# summed in a register, in order.
-@njit(**_JIT)
-def _signed(G, side, lp, oa, ob, k, sign):
-    """+ and -: d += g, or d += -g (``sign`` -1)."""
-    s0, s1 = lp[0], lp[1]
-    (n_out, n_in, k_out, k_in), (pd, d0, d1, d_out, d_in), _ = _nest(side, lp, oa, ob)
-    for i0 in range(s0):
-        for i1 in range(s1):
-            for u in range(n_out):
-                q = pd + i0 * d0 + i1 * d1 + u * d_out
-                g = k + u * k_out
-                if d_in == 0:
-                    acc = G[q]
-                    if sign > 0:
-                        for v in range(n_in):
-                            acc += G[g + v * k_in]
-                    else:
-                        for v in range(n_in):
-                            acc += -G[g + v * k_in]
-                    G[q] = acc
-                elif sign > 0:
-                    for v in range(n_in):
-                        G[q + v * d_in] += G[g + v * k_in]
-                else:
-                    for v in range(n_in):
-                        G[q + v * d_in] += -G[g + v * k_in]
-            k += n_out * n_in
-
-
-@njit(**_JIT)
-def _product(G, V, side, lp, oa, ob, k):
-    """*: d += g times the other operand."""
-    s0, s1 = lp[0], lp[1]
-    (n_out, n_in, k_out, k_in), (pd, d0, d1, d_out, d_in), (po, o0, o1, o_out, o_in) = \
-        _nest(side, lp, oa, ob)
+        n_out, n_in, k_out, k_in, d_out, d_in, o_out, o_in = s3, s2, 1, s3, d3, d2, o3, o2
+    sign = -1.0 if op == OP_BROADCAST_SUB and side == 1 else 1.0
     for i0 in range(s0):
         for i1 in range(s1):
             for u in range(n_out):
                 q = pd + i0 * d0 + i1 * d1 + u * d_out
                 r = po + i0 * o0 + i1 * o1 + u * o_out
                 g = k + u * k_out
-                if d_in == 0:
-                    acc = G[q]
-                    for v in range(n_in):
-                        acc += G[g + v * k_in] * V[r + v * o_in]
-                    G[q] = acc
-                elif d_in == 1 and o_in == 1 and k_in == 1:
-                    for v in range(n_in):
-                        G[q + v] += G[g + v] * V[r + v]
-                else:
-                    for v in range(n_in):
-                        G[q + v * d_in] += G[g + v * k_in] * V[r + v * o_in]
-            k += n_out * n_in
-
-
-@njit(**_JIT)
-def _quotient(G, V, side, lp, oa, ob, k):
-    """/: ``_grads``' rule for the side, element by element."""
-    s0, s1 = lp[0], lp[1]
-    (n_out, n_in, k_out, k_in), (pd, d0, d1, d_out, d_in), (po, o0, o1, o_out, o_in) = \
-        _nest(side, lp, oa, ob)
-    for i0 in range(s0):
-        for i1 in range(s1):
-            for u in range(n_out):
-                q = pd + i0 * d0 + i1 * d1 + u * d_out
-                r = po + i0 * o0 + i1 * o1 + u * o_out
-                g = k + u * k_out
-                acc = G[q]
-                for v in range(n_in):
-                    x, y = V[q + v * d_in], V[r + v * o_in]
-                    if side == 1:
-                        x, y = y, x
-                    c = _grads(OP_BROADCAST_DIV, x, y, G[g + v * k_in])[side]
+                if op == OP_BROADCAST_MUL:
                     if d_in == 0:
-                        acc += c
+                        acc = G[q]
+                        for v in range(n_in):
+                            acc += G[g + v * k_in] * V[r + v * o_in]
+                        G[q] = acc
+                    elif d_in == 1 and o_in == 1 and k_in == 1:
+                        for v in range(n_in):
+                            G[q + v] += G[g + v] * V[r + v]
                     else:
-                        G[q + v * d_in] += c
-                if d_in == 0:
-                    G[q] = acc
+                        for v in range(n_in):
+                            G[q + v * d_in] += G[g + v * k_in] * V[r + v * o_in]
+                elif op != OP_BROADCAST_DIV:           # + and -: d += g, d += -g
+                    if d_in == 0:
+                        acc = G[q]
+                        if sign > 0:
+                            for v in range(n_in):
+                                acc += G[g + v * k_in]
+                        else:
+                            for v in range(n_in):
+                                acc += -G[g + v * k_in]
+                        G[q] = acc
+                    elif sign > 0:
+                        for v in range(n_in):
+                            G[q + v * d_in] += G[g + v * k_in]
+                    else:
+                        for v in range(n_in):
+                            G[q + v * d_in] += -G[g + v * k_in]
+                else:                                  # /: _grads' rule, element by element
+                    acc = G[q]
+                    for v in range(n_in):
+                        x, y = V[q + v * d_in], V[r + v * o_in]
+                        if side == 1:
+                            x, y = y, x
+                        c = _grads(OP_BROADCAST_DIV, x, y, G[g + v * k_in])[side]
+                        if d_in == 0:
+                            acc += c
+                        else:
+                            G[q + v * d_in] += c
+                    if d_in == 0:
+                        G[q] = acc
             k += n_out * n_in
 
 
 @njit(**_JIT)
 def reverse(i, tape, G, scratch, omap):
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
-    op = OP[i]
     lp = loops(i, META, IAUX)
     if lp[3] == 0:                             # (no element: read no adjoint either)
         return
     a, b = A[i], B[i]
     for side in range(2):      # one operand's adjoints, then the other's (two buffers:
-        if not wants(a if side == 0 else b, OP):     # the order of additions into each holds)
-            continue
-        if op == OP_BROADCAST_ADD or (op == OP_BROADCAST_SUB and side == 0):
-            _signed(G, side, lp, OFF[a], OFF[b], OFF[i], 1)
-        elif op == OP_BROADCAST_SUB:
-            _signed(G, side, lp, OFF[a], OFF[b], OFF[i], -1)
-        elif op == OP_BROADCAST_MUL:
-            _product(G, V, side, lp, OFF[a], OFF[b], OFF[i])
-        else:
-            _quotient(G, V, side, lp, OFF[a], OFF[b], OFF[i])
+        if wants(a if side == 0 else b, OP):         # the order of additions into each holds)
+            _side(G, V, OP[i], side, lp, OFF[a], OFF[b], OFF[i])
 
 
 @njit(**_JIT)
