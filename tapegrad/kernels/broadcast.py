@@ -5,11 +5,12 @@ An entry's extras are its loops and each operand's strides along them, ``(s0, s1
 s3, a0, a1, a2, a3, b0, b1, b2, b3)``: the output's shape with adjacent dims merged
 where both operands allow, padded to four, and the operands' element strides over it
 (0 along a broadcast dim).  Output element ``k`` of loop index (i0, i1, i2, i3) reads
-``x[i0 a0 + i1 a1 + i2 a2 + i3 a3]`` and ``y`` alike.  The reverse adds each output
-element's contributions in output order, as the op's elementwise rules (the table's
-``gx``/``gy``) give them; an operand broadcast along the innermost loop (a bias, a
-row of a sum) sums them in a register (``_side``).  Where a broadcast was recorded as an ``expand`` entry, the broadcast
-operand was materialised (a copy per row), its adjoint swept and scattered back.
+``x[i0 a0 + i1 a1 + i2 a2 + i3 a3]`` and ``y`` alike.  The reverse (``_side``) adds the
+op's elementwise rules' contributions (the table's ``gx``/``gy``) into each adjoint in
+output order; an operand broadcast along the inner loop (a bias, a row of a sum) sums
+them in a register.  Where a broadcast was recorded as an ``expand`` entry, the
+broadcast operand was materialised (a copy per row), its adjoint swept and scattered
+back.
 """
 from numba import njit
 
