@@ -135,9 +135,7 @@ def _extreme(x, dim, keepdim, is_max):
     arr = x._arr
     npf = np.max if is_max else np.min
     if dim is None:
-        value = npf(arr, keepdims=True)
-        code = CODE["max_all" if is_max else "min_all"]
-        return _reduce(x, value, tuple(range(x.ndim)), False, code)
+        return _all(x, npf(arr), CODE["max_all" if is_max else "min_all"])
     d = _wrap_dim(dim, x.ndim)
     idx = (np.argmax if is_max else np.argmin)(arr, axis=d) if arr.ndim else np.array(0)
     idx_k = np.expand_dims(idx, d) if arr.ndim else idx
