@@ -70,10 +70,11 @@ def checking_nan():
 
 
 def nan_in_adjoints(t, i, G):
-    """Position of the first input of entry i whose adjoint holds a NaN, or None."""
+    """Position of the first input of entry i whose adjoint holds a NaN, or None (a
+    constant's adjoint is no gradient, as PyTorch computes none: not looked at)."""
     for k, b in enumerate(b for b in _inputs(t, i) if b >= 0):
         o = int(t.OFF[b])
-        if np.isnan(G[o:o + t.size(b)]).any():
+        if t.OP[b] != tp.CONST and np.isnan(G[o:o + t.size(b)]).any():
             return k
     return None
 

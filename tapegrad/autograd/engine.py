@@ -175,7 +175,7 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
     """Sweep entries ``top`` down to ``lo``, handling the sweep's stops (host entries,
     hooks, consumed entries, NaN in anomaly mode, fused runs); returns the next entry
     below.  ``done``: an entry whose hooks have run (the sweep does not stop there
-    again).  ``fuse``: (keep, pooled arena) to sweep large elementwise runs fused."""
+    again).  ``fuse``: ``_fused_run``'s keep, to sweep large elementwise runs fused."""
     fuse_min = NO_FUSION if check_nan or fuse is None else fused.FUSE_MIN
     while top >= lo:
         run = REVERSE.pick(sweep, _twin_work(t), (2, 3))
@@ -184,7 +184,7 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
         if status == DONE:
             return lo - 1
         if status == FUSE:             # a run of large elementwise entries: fused kernels
-            top = _fused_run(t, i, lo, G, live, *fuse)
+            top = _fused_run(t, i, lo, G, live, fuse)
             continue
         if status == CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)
@@ -209,33 +209,22 @@ def _run(top, lo, t, G, live, scratch, omap, check_nan, done=-1, fuse=None, need
 class _Adjoints:
     """A large adjoint arena, kept per thread between backwards (fresh memory costs a
     page fault per 4 KiB, more than a sweep) until the tape's pools sit idle
-    (``tape.on_release``).  It is handed back dirty and cleared when
-    taken again (once no view of it is alive: a hook may have kept a gradient); the
-    fused kernels zero each adjoint they use up while it is in cache, so only the rest
-    is cleared: for a 50-op chain on 100,000 elements, clearing all 40 MB costs 2 ms."""
+    (``tape.on_release``).  It is handed back as the sweep left it and never cleared
+    whole: a sweep zeroes each adjoint when it first reaches it (``mark_reached``), so a
+    backward writes only the adjoints it uses (clearing a 50-op chain's 40 MB on
+    100,000 elements took 2 ms; the constants' adjoints, a third of the hand-tracking
+    workload's, were cleared for nothing).  Taken again only once no view of it is
+    alive (a hook may have kept a gradient)."""
 
     def __init__(self, size):
-        self.arena = np.zeros(size)
-        self.used = 0            # values in use by the last backward
-        self.cleared = []        # (offset, size) of adjoints the kernels left zero
+        self.arena = np.empty(size)
 
     @classmethod
     def take(cls, nv):
         st = _POOL.pop(threading.current_thread(), None)
         if st is None or st.arena.shape[0] < nv or sys.getrefcount(st.arena) > 2:
             st = cls(nv + nv // 4)                 # (2: the attribute, getrefcount's argument)
-        else:
-            st._clear()
-        st.used = nv
         return st
-
-    def _clear(self):
-        at = 0
-        for off, size in sorted(self.cleared):
-            self.arena[at:off] = 0.0
-            at = max(at, off + size)
-        self.arena[at:self.used] = 0.0
-        self.cleared = []
 
     def give_back(self):
         _POOL[threading.current_thread()] = self
@@ -243,26 +232,36 @@ class _Adjoints:
 
 
 def _adjoint_arena(nv):
-    """(zeroed adjoints for ``nv`` values, their pooled arena or None)."""
+    """(adjoints for ``nv`` values, uncleared: ``mark_reached`` zeroes each one a
+    sweep reaches; their pooled arena or None)."""
     if nv < REUSE_MIN:
-        return np.zeros(nv), None
+        return np.empty(nv), None
     st = _Adjoints.take(nv)
     return st.arena[:nv], st
 
 
-def _fused_run(t, i, lo, G, live, keep, pooled):
+def mark_reached(t, G, live, b):
+    """``kernels.layout.mark_reached`` for the adjoints Python adds into (seeds, custom
+    Functions, hooks): mark buffer b reached, its adjoint zeroed at the first mark."""
+    if not live[b]:
+        live[b] = 1
+        if t.META[b] < 0 or t.OP[b] != tp.CONST:
+            o = int(t.OFF[b])
+            G[o:o + t.size(b)] = 0.0
+
+
+def _fused_run(t, i, lo, G, live, keep):
     """Sweep the run of elementwise entries of entry i's size from i down, block by
-    block; returns the entry below it."""
+    block; returns the entry below it.  ``keep``: all ones (no adjoint is zeroed once
+    used up: the next sweep zeroes what it reaches)."""
     FUSED.settle()
     n = t.size(i)
     ents = np.empty(min(i - lo + 1, RUN_CHUNK), np.int64)
-    m, below = fused.run_below(i, lo, n, t.OP, t.A, t.B, t.META, t.IAUX, t.FLAGS, live, ents)
+    m, below = fused.run_below(i, lo, n, t.OP, t.A, t.B, t.OFF, t.META, t.IAUX, t.FLAGS, live,
+                               G, ents)
     rev = fused.REV.compile_slots(set(t.OP[ents[:m]].tolist()))
     fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, t.OP, t.A, t.B,
                  t.C, t.C2, t.OFF, t.V, G, n, keep, rev)
-    if pooled is not None:
-        ents = ents[:m]
-        pooled.cleared += [(off, n) for off in t.OFF[ents[keep[ents] == 0]].tolist()]
     return below
 
 
@@ -273,20 +272,12 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
     t.flush()
     n = t.next
     live = np.zeros(n, np.uint8)
+    G, pooled = _adjoint_arena(t.nv)
     top = 0
     for e, _ in seeds:
-        live[e] = 1
+        mark_reached(t, G, live, e)
         top = max(top, e)
-    G, pooled = _adjoint_arena(t.nv)
-    fuse = None
-    if t.max_size >= fused.FUSE_MIN:
-        keep = t.FLAGS[:n] & tp.HOOKED       # adjoints read after they are used up
-        for e in t.autograd.retained:
-            keep[e] = 1
-        for uid, e in want_at:
-            if uid == t.uid:
-                keep[e] = 1
-        fuse = (keep, pooled)
+    fuse = np.ones(n, np.uint8) if t.max_size >= fused.FUSE_MIN else None
     OFF = t.OFF
     for e, s in seeds:
         o = int(OFF[e])
@@ -308,6 +299,9 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
                 i -= 1
                 continue
             ins = list(dict.fromkeys(b for b in CALLBACKS.inputs_of(t, i) if b >= 0))
+            for b in ins:              # (what a first mark would zero: nothing added yet)
+                if not live[b]:
+                    G[OFF[b]:OFF[b] + t.size(b)] = 0.0
             before = [G[OFF[b]:OFF[b] + t.size(b)].copy() for b in ins]
             incoming = G[OFF[i]:OFF[i] + t.size(i)].copy()
             nxt = _run(i, i, *args)
@@ -409,8 +403,8 @@ def _host_function(t, i, G, live, needed=None):
         grads.append(G[OFF[e]:OFF[e] + size].reshape(t.shape(e)).copy() if live[e] else None)
     for b, g in zip(group.inputs, group.backward(grads)):
         if g is not None:
+            mark_reached(t, G, live, b)
             G[OFF[b]:OFF[b] + g.size] += g.reshape(-1)
-            live[b] = 1
     for e, _, _, _ in group.outputs:
         live[e] = 1                    # swept: consumed with the rest
     return min(e for e, _, _, _ in group.outputs) - 1

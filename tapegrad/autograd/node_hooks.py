@@ -28,6 +28,7 @@ from ..ops.table import CODE
 from ..tape import HOOKED, live_tape
 from ..tensor import from_array
 from .adjoint_rules import RULES
+from .engine import mark_reached
 from .graph import _PIECES, edge_gradient, edges, node_of, node_outputs
 from .hooks import RemovableHandle, replaced, run_hooks
 from .recorded_backward import _add, _complete, _Reader
@@ -220,8 +221,8 @@ def at_hook(t, i, G, live, run_entry, needed=None):
         live[e] = 1
     OFF = t.OFF
     for b, g in sent:
+        mark_reached(t, G, live, b)
         G[OFF[b]:OFF[b] + t.size(b)] += np.asarray(getattr(g, "_arr", g), np.float64).reshape(-1)
-        live[b] = 1
     return min(entries + swept) - 1, -1
 
 

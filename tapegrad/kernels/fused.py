@@ -29,7 +29,7 @@ from numba import njit, prange
 from .generated import EW_LAST, OP_CONST, SOURCE_FIRST, SOURCE_LAST
 from .generated_blocks import FWD_BLOCKS, READS_Y, REV_BLOCKS, TEMPS
 from . import cold, indirect
-from .layout import tiny_tape
+from .layout import mark_reached, tiny_tape
 
 _JIT = dict(cache=True, error_model="numpy")
 BLOCK = 1024           # elements per block: a block of every buffer of an entry fits L1
@@ -53,11 +53,13 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 @njit(**_JIT)
-def run_below(i, lo, n, OP, A, B, META, IAUX, FLAGS, live, ents):
+def run_below(i, lo, n, OP, A, B, OFF, META, IAUX, FLAGS, live, G, ents):
     """The run of size-``n`` elementwise entries from entry ``i`` down to ``lo``: its live
-    entries go to ``ents`` (last first) and mark their inputs live.  Stops before an
-    entry of another kind or size, or one consumed or hooked (the sweep handles those;
-    it has vetted entry i, whose hooks may have run), or when ``ents`` is full.  Returns (number of live entries, the entry below the run)."""
+    entries go to ``ents`` (last first) and mark their inputs reached
+    (``mark_reached``).  Stops before an entry of another kind or size, or one consumed
+    or hooked (the sweep handles those; it has vetted entry i, whose hooks may have
+    run), or when ``ents`` is full.  Returns (number of live entries, the entry below
+    the run)."""
     m = 0
     j = i
     while j >= lo and m < ents.shape[0]:
@@ -71,9 +73,9 @@ def run_below(i, lo, n, OP, A, B, META, IAUX, FLAGS, live, ents):
             ents[m] = j
             m += 1
             if A[j] >= 0:
-                live[A[j]] = 1
+                mark_reached(A[j], OP, OFF, META, IAUX, G, live)
             if B[j] >= 0:
-                live[B[j]] = 1
+                mark_reached(B[j], OP, OFF, META, IAUX, G, live)
         j -= 1
     return m, j
 
@@ -136,9 +138,10 @@ def _share(n, t, parts):
 def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, rev, t, parts):
     """The fused reverse sweep of a run (``ents``: its live entries, last first) over the
     t-th of ``parts`` shares of its blocks.  The adjoint of each entry not marked in
-    ``keep`` is zeroed once used (the engine keeps its adjoint arena zeroed between
-    backwards that way, instead of clearing all of it).  ``rev``: ``REV.table``, the
-    rules of the run's ops compiled (``REV.compile_slots``)."""
+    ``keep`` is zeroed once used, while in cache (a vector replay keeps its arena zero
+    between sweeps that way; the engine keeps every one: its sweeps zero what they
+    reach, ``mark_reached``).  ``rev``: ``REV.table``, the rules of the run's ops compiled
+    (``REV.compile_slots``)."""
     b0, b1 = _share(n, t, parts)     # (the parallel twins pass t as np.int64: prange's
     T = np.empty(TEMPS * BLOCK)      # index type would compile this kernel a second time)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
@@ -327,7 +330,7 @@ def warm():
     the engine's argument types, over no elements."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
     map_part(0, f, f, False, 0.0, 0.0, f, 0, FWD.table, 0, 1)
-    run_below(-1, 0, 1, OP, A, B, META, IAUX, FLAGS, FLAGS, A)
+    run_below(-1, 0, 1, OP, A, B, OFF, META, IAUX, FLAGS, FLAGS, f, A)
     reverse_part(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, REV.table, 0, 1)
 
 

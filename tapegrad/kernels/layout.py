@@ -51,6 +51,24 @@ def strided(k, IAUX, shp, strd, nd):
     return off
 
 
+@njit(inline="always", **_JIT)
+def mark_reached(j, OP, OFF, META, IAUX, G, live):
+    """Mark buffer j reached by this sweep.  At its first mark its adjoint becomes zero,
+    whatever the arena held (a sweep's arena is not cleared beforehand: each adjoint is
+    zeroed here, before the first addition into it, so a backward touches only the
+    adjoints it reaches).  A constant's array adjoint is left as it is: the rules skip it
+    or add into it for nothing (a concatenation's, an ``expand``'s), and nothing reads
+    it (``wants``)."""
+    if live[j] == 0:
+        live[j] = 1
+        m = META[j]
+        if m < 0:
+            G[OFF[j]] = 0.0
+        elif OP[j] != OP_CONST:
+            o = OFF[j]
+            G[o:o + IAUX[m]] = 0.0
+
+
 @njit(**_JIT)
 def wants(j, OP):
     """Does buffer j want an adjoint (is it an input other than a constant)?"""

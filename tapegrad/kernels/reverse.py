@@ -18,7 +18,7 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_CONST,
                         OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST,
                         SOURCE_FIRST, SOURCE_LAST, ew_grad)
-from .layout import extras_at, size_of, tiny_tape
+from .layout import extras_at, mark_reached, size_of, tiny_tape, wants
 
 _JIT = dict(cache=True, error_model="numpy")
 DONE, CONSUMED, HOST, HOOK, NAN, FUSE, COMPILE = 0, 1, 2, 3, 4, 5, 6      # how a sweep ended
@@ -91,9 +91,9 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
             return HOOK, i
         a, b = A[i], B[i]
         if a >= 0:
-            live[a] = 1
+            mark_reached(a, OP, OFF, META, IAUX, G, live)
         if b >= 0:
-            live[b] = 1
+            mark_reached(b, OP, OFF, META, IAUX, G, live)
         slot = -1
         if op <= EW_LAST:
             if META[i] < 0:    # 0-d: the scalar hot path (an adjoint into a constant is harmless)
@@ -124,8 +124,13 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
         elif SOFTMAX_FIRST <= op <= SOFTMAX_LAST:
             softmax.reverse(i, op, OFF[a], OFF[i], META, IAUX, V, G)
         elif CAT_FIRST <= op <= CAT_LAST:
-            structural.cat_reverse(i, OFF, META, IAUX, G)
             e = extras_at(META, IAUX, i)
+            for j in range(IAUX[e + 1]):        # zeroed first, marked once known (prune)
+                buf = IAUX[e + 2 + 2 * j]
+                if live[buf] == 0:
+                    mark_reached(buf, OP, OFF, META, IAUX, G, live)
+                    live[buf] = 0
+            structural.cat_reverse(i, OFF, META, IAUX, G)
             for j in range(IAUX[e + 1]):
                 buf = IAUX[e + 2 + 2 * j]
                 if not prune or _nonzero(buf, OFF, META, IAUX, G):
@@ -179,15 +184,17 @@ def _nan_in(j, OFF, META, IAUX, G):
 
 @njit(**_JIT)
 def nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
-    """Anomaly mode: is there a NaN in the adjoint of an input of entry i?"""
-    if A[i] >= 0 and _nan_in(A[i], OFF, META, IAUX, G):
+    """Anomaly mode: is there a NaN in the adjoint of an input of entry i (a constant's
+    is no gradient: PyTorch computes none)?"""
+    if wants(A[i], OP) and _nan_in(A[i], OFF, META, IAUX, G):
         return True
-    if B[i] >= 0 and _nan_in(B[i], OFF, META, IAUX, G):
+    if wants(B[i], OP) and _nan_in(B[i], OFF, META, IAUX, G):
         return True
     if CAT_FIRST <= OP[i] <= CAT_LAST:
         e = extras_at(META, IAUX, i)
         for j in range(IAUX[e + 1]):
-            if _nan_in(IAUX[e + 2 + 2 * j], OFF, META, IAUX, G):
+            if wants(IAUX[e + 2 + 2 * j], OP) and _nan_in(IAUX[e + 2 + 2 * j], OFF, META,
+                                                           IAUX, G):
                 return True
     return False
 
