@@ -65,8 +65,13 @@ def mark_reached(j, OP, OFF, META, IAUX, G, live):
         if m < 0:
             G[OFF[j]] = 0.0
         elif OP[j] != OP_CONST:
-            o = OFF[j]
-            G[o:o + IAUX[m]] = 0.0
+            zero(G, OFF[j], IAUX[m])
+
+
+@njit(**_JIT)
+def zero(G, o, n):
+    """``G[o:o + n] = 0``: a call of its own, out of the sweeps' loops."""
+    G[o:o + n] = 0.0
 
 
 @njit(**_JIT)

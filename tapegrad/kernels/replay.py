@@ -143,11 +143,8 @@ def value_and_grad(x, ins, out, schedule, tape, G, live, scratch, omap, GK, GE, 
     status, _ = forward(schedule, tape, omap, frules)
     if status != DONE or not guards_hold(GK, GE, GS, GN, GV, OFF, META, IAUX, V):
         return False
-    for i in schedule:                  # clear what the last sweep left
-        if live[i]:
-            live[i] = 0
-            for k in range(size_of(META, IAUX, i)):
-                G[OFF[i] + k] = 0.0
+    for i in schedule:        # the last sweep's marks (each adjoint it reaches, it zeroes
+        live[i] = 0           # first: only an input it may not reach is cleared here)
     for e in ins:
         live[e] = 0
         for k in range(size_of(META, IAUX, e)):

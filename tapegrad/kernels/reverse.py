@@ -18,7 +18,7 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_CONST,
                         OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST,
                         SOURCE_FIRST, SOURCE_LAST, ew_grad)
-from .layout import extras_at, mark_reached, size_of, tiny_tape, wants
+from .layout import extras_at, mark_reached, size_of, tiny_tape, wants, zero
 
 _JIT = dict(cache=True, error_model="numpy")
 DONE, CONSUMED, HOST, HOOK, NAN, FUSE, COMPILE = 0, 1, 2, 3, 4, 5, 6      # how a sweep ended
@@ -90,25 +90,36 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
         if FLAGS[i] & 4 and i != hooked_done:
             return HOOK, i
         a, b = A[i], B[i]
-        if a >= 0:
-            mark_reached(a, OP, OFF, META, IAUX, G, live)
-        if b >= 0:
-            mark_reached(b, OP, OFF, META, IAUX, G, live)
+        if op <= EW_LAST and META[i] < 0:
+            # 0-d: the scalar hot path.  An input's first contribution is added to 0.0
+            # (mark_reached's zero, folded in: the same bits, without the zero's store);
+            # an adjoint into a constant is harmless
+            oi = OFF[i]
+            x = V[OFF[a]] if a >= 0 else C[i]
+            y = V[OFF[b]] if b >= 0 else C[i]
+            gx, gy = ew_grad(op, x, y, V[oi], G[oi], C2[i])
+            for j, g in ((a, gx), (b, gy)):
+                if j >= 0:
+                    if live[j]:
+                        G[OFF[j]] += g
+                    else:
+                        live[j] = 1
+                        G[OFF[j]] = 0.0 + g
+            if check_nan and nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
+                return NAN, i
+            continue
+        for j in (a, b):       # mark_reached, written out (called here, even inlined, it
+            if j >= 0 and live[j] == 0:       # made a scalar replay up to 4x slower)
+                live[j] = 1
+                if META[j] < 0:
+                    G[OFF[j]] = 0.0
+                elif OP[j] != OP_CONST:
+                    zero(G, OFF[j], IAUX[META[j]])
         slot = -1
         if op <= EW_LAST:
-            if META[i] < 0:    # 0-d: the scalar hot path (an adjoint into a constant is harmless)
-                oi = OFF[i]
-                x = V[OFF[a]] if a >= 0 else C[i]
-                y = V[OFF[b]] if b >= 0 else C[i]
-                gx, gy = ew_grad(op, x, y, V[oi], G[oi], C2[i])
-                if a >= 0:
-                    G[OFF[a]] += gx
-                if b >= 0:
-                    G[OFF[b]] += gy
-            elif IAUX[META[i]] >= fuse_min:
+            if IAUX[META[i]] >= fuse_min:
                 return FUSE, i
-            else:
-                elementwise.reverse(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G)
+            elementwise.reverse(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G)
         elif structural.is_element(i, op, META, IAUX):     # (before the calls: inline)
             G[structural.element_at(i, a, OFF, META, IAUX)] += G[OFF[i]]
         elif GATHER_FIRST <= op <= GATHER_LAST:
