@@ -6,7 +6,7 @@ from numba import njit
 
 from .generated import (OP_AMAX, OP_AMIN, OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_MIN_ALL, OP_PROD,
                         OP_PROD_DIM, OP_SUM, OP_SUM_DIM)
-from .layout import extras_at, offsets, size_of
+from .layout import extras_at, offsets, pad4, size_of
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -135,6 +135,28 @@ def forward(i, tape, omap):
 
 
 @njit(**_JIT)
+def _spread(G, oa, oi, IAUX, shp, strd, nd, scale):
+    """``G[oa + k] += G[oi + o[k]] * scale`` for each input element k (the output
+    offsets ``o`` as ``layout.offsets`` makes them, here in its loops: one addition into
+    each, the same bits; ``scale`` 1.0 for a sum, exact)."""
+    s0, s1, s2, s3 = pad4(IAUX, shp, nd, 1)
+    t0, t1, t2, t3 = pad4(IAUX, strd, nd, 0)
+    k = oa
+    for i0 in range(s0):
+        for i1 in range(s1):
+            for i2 in range(s2):
+                o = oi + i0 * t0 + i1 * t1 + i2 * t2
+                if t3 == 0:                  # summed along the last dim: one value a row
+                    g = G[o] * scale
+                    for i3 in range(s3):
+                        G[k + i3] += g
+                else:
+                    for i3 in range(s3):
+                        G[k + i3] += G[o + i3 * t3] * scale
+                k += s3
+
+
+@njit(**_JIT)
 def reverse(i, tape, G, scratch, omap):
     """Reductions: input element k goes to output element ``o[k]`` (offsets of the
     input's shape under the output strides, in ``omap``); ``scratch`` holds two
@@ -152,6 +174,15 @@ def reverse(i, tape, G, scratch, omap):
         oa = OFF[a]
         for k in range(size_of(META, IAUX, a)):
             G[oa + k] += g
+        return
+    ma = META[A[i]]
+    if (op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM) and ma >= 0 \
+            and IAUX[ma + 1] <= 4:
+        # a sum over dims: the output's adjoints spread back along the input's loops,
+        # without the offset map (writing and reading it cost more than the sweep)
+        scale = 1.0 if op == OP_SUM or op == OP_SUM_DIM else size_of(META, IAUX, i) / IAUX[ma]
+        _spread(G, OFF[A[i]], OFF[i], IAUX, ma + 2, extras_at(META, IAUX, i), IAUX[ma + 1],
+                scale)
         return
     nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
     o = omap
