@@ -220,3 +220,37 @@ def test_broadcast_binary_ops_and_full_reductions_are_pytorchs(name, shapes, dty
     np.testing.assert_allclose(gxt, gxr, rtol=10 * tol, atol=tol)
     np.testing.assert_allclose(gyt, gyr, rtol=10 * tol, atol=tol)
 
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape, key", [((4, 3), 1), ((4, 3), -1), ((5, 2, 3), 3),
+                                        ((2, 3, 2, 2), -2)],
+                         ids=str)
+def test_a_row_by_an_integer_is_one_select(both, dtype, shape, key):
+    """``x[i]`` of an array (the loops of hand-tracking-style code): one SelectBackward0
+    to the indexed tensor, PyTorch's values and gradients, a view that follows an
+    in-place change of its base, and an index out of range refused alike."""
+    def program(m):
+        base = np.linspace(-1.0, 2.0, int(np.prod(shape))).reshape(shape)
+        x = m.tensor(base, dtype=getattr(m, dtype), requires_grad=True)
+        y = x * 2
+        r = y[key]
+        w = m.tensor(np.arange(1.0, r.numel() + 1).reshape(tuple(r.shape)), dtype=r.dtype)
+        (r.sin() * w).sum().backward()
+        c = m.tensor(base, dtype=getattr(m, dtype))
+        row = c[key]
+        with m.no_grad():
+            c.mul_(3)
+        try:
+            y[shape[0]]
+            refused = None
+        except IndexError as e:
+            refused = str(e)
+        return (r.detach().numpy(), str(r.dtype).split(".")[-1], _graph(r), x.grad.numpy(),
+                row.numpy(), refused)
+    (tv, td, tgph, tgr, trow, terr), (gv, gd, ggph, ggr, grow, gerr) = both(program)
+    tol = 1e-12 if dtype == "float64" else 1e-6
+    assert (td, tgph, terr) == (gd, ggph, gerr)
+    np.testing.assert_allclose(gv, tv, rtol=tol)
+    np.testing.assert_allclose(ggr, tgr, rtol=tol, atol=tol)
+    np.testing.assert_allclose(grow, trow, rtol=tol)
