@@ -253,14 +253,23 @@ def test_parallel_kernels_equal_one_share_of_all(n):
     _FWD, _REV = fused.FWD.compile_slots(_USED), fused.REV.compile_slots(_USED)
     ents, m, OP, A, B, C, C2, OFF, V, G, n = _run_args(n)
     Gs, Gp, Gk = G.copy(), G.copy(), G.copy()
-    keep = np.zeros(m + 1, np.uint8)
-    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, _REV, 0, 1)
-    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, keep, _REV, 2)
+    keep, fresh = np.zeros(m + 1, np.uint8), np.zeros(2 * m, np.uint8)
+    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gs, n, keep, fresh, _REV, 0, 1)
+    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gp, n, keep, fresh, _REV, 2)
     np.testing.assert_array_equal(Gs, Gp)
     # each entry's adjoint is zeroed once used up, unless kept; the leaf's is left
-    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, _REV, 0, 1)
+    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gk, n, keep + 1, fresh, _REV, 0, 1)
     np.testing.assert_array_equal(Gs[:n], Gk[:n])
     assert not Gs[n:].any() and Gk[m * n:].any()
+    # on an uncleared arena, each input flagged fresh (first reached by its entry) is
+    # zeroed block by block before the entry adds into it: the same adjoints
+    Gf, Gfp = G.copy(), G.copy()
+    Gf[:m * n] = Gfp[:m * n] = np.nan
+    fresh[0::2] = 1
+    fused.reverse_part(ents, m, OP, A, B, C, C2, OFF, V, Gf, n, keep, fresh, _REV, 0, 1)
+    fused.reverse_parallel(ents, m, OP, A, B, C, C2, OFF, V, Gfp, n, keep, fresh, _REV, 2)
+    np.testing.assert_array_equal(Gs, Gf)
+    np.testing.assert_array_equal(Gs, Gfp)
     Vs, Vp = V.copy(), V.copy()
     asc = ents[::-1].copy()
     fused.forward_part(asc, m, OP, A, B, C, C2, OFF, Vs, n, _FWD, 0, 1)

@@ -253,15 +253,17 @@ def mark_reached(t, G, live, b):
 def _fused_run(t, i, lo, G, live, keep):
     """Sweep the run of elementwise entries of entry i's size from i down, block by
     block; returns the entry below it.  ``keep``: all ones (no adjoint is zeroed once
-    used up: the next sweep zeroes what it reaches)."""
+    used up: the next sweep zeroes what it reaches; the run's inputs, block by block:
+    ``fused.run_below``)."""
     FUSED.settle()
     n = t.size(i)
     ents = np.empty(min(i - lo + 1, RUN_CHUNK), np.int64)
+    fresh = np.empty(2 * len(ents), np.uint8)
     m, below = fused.run_below(i, lo, n, t.OP, t.A, t.B, t.OFF, t.META, t.IAUX, t.FLAGS, live,
-                               G, ents)
+                               ents, fresh)
     rev = fused.REV.compile_slots(set(t.OP[ents[:m]].tolist()))
     fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, t.OP, t.A, t.B,
-                 t.C, t.C2, t.OFF, t.V, G, n, keep, rev)
+                 t.C, t.C2, t.OFF, t.V, G, n, keep, fresh, rev)
     return below
 
 

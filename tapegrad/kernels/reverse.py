@@ -108,6 +108,8 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
             if check_nan and nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
                 return NAN, i
             continue
+        if op <= EW_LAST and IAUX[META[i]] >= fuse_min:
+            return FUSE, i     # (its run marks its inputs: fused.run_below)
         for j in (a, b):       # mark_reached, written out (called here, even inlined, it
             if j >= 0 and live[j] == 0:       # made a scalar replay up to 4x slower)
                 live[j] = 1
@@ -117,8 +119,6 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
                     zero(G, OFF[j], IAUX[META[j]])
         slot = -1
         if op <= EW_LAST:
-            if IAUX[META[i]] >= fuse_min:
-                return FUSE, i
             elementwise.reverse(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G)
         elif structural.is_element(i, op, META, IAUX):     # (before the calls: inline)
             G[structural.element_at(i, a, OFF, META, IAUX)] += G[OFF[i]]

@@ -121,6 +121,8 @@ def reverse(r, out):
     live[out] = 1
     keep = np.zeros(r.n, np.uint8)
     ents = np.empty(r.n, np.int64)
+    fresh = np.empty(2 * r.n, np.uint8)
+    clean = np.zeros(2 * r.n, np.uint8)   # (this arena is kept zero: no input zeroed again)
     top = out
     while top >= 0:
         run = REVERSE.pick(sweep, r.n + r.nv // 8, (2, 3))
@@ -132,10 +134,10 @@ def reverse(r, out):
             FUSED.settle()
             n = r.size(i)
             m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.OFF, r.META, r.IAUX, r.FLAGS,
-                                     live, G, ents)
+                                     live, ents, fresh)
             rev = fused.REV.compile_slots(set(r.OP[ents[:m]].tolist()))
             fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, r.OP,
-                         r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep, rev)
+                         r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep, clean, rev)
         elif status == HOST and MATMUL_FIRST <= r.OP[i] <= MATMUL_LAST:
             host_matmul(r, i, G)
             live[r.A[i]] = live[r.B[i]] = 1
