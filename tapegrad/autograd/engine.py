@@ -259,8 +259,8 @@ def _fused_run(t, i, lo, G, live, keep):
     n = t.size(i)
     ents = np.empty(min(i - lo + 1, RUN_CHUNK), np.int64)
     fresh = np.empty(2 * len(ents), np.uint8)
-    m, below = fused.run_below(i, lo, n, t.OP, t.A, t.B, t.OFF, t.META, t.IAUX, t.FLAGS, live,
-                               ents, fresh)
+    m, below = fused.run_below(i, lo, n, t.OP, t.A, t.B, t.META, t.IAUX, t.FLAGS, live, ents,
+                               fresh)
     rev = fused.REV.compile_slots(set(t.OP[ents[:m]].tolist()))
     fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, t.OP, t.A, t.B,
                  t.C, t.C2, t.OFF, t.V, G, n, keep, fresh, rev)

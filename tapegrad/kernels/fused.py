@@ -53,7 +53,7 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 @njit(**_JIT)
-def run_below(i, lo, n, OP, A, B, OFF, META, IAUX, FLAGS, live, ents, fresh):
+def run_below(i, lo, n, OP, A, B, META, IAUX, FLAGS, live, ents, fresh):
     """The run of size-``n`` elementwise entries from entry ``i`` down to ``lo``: its live
     entries go to ``ents`` (last first) and mark their inputs reached.  An input first
     reached here (not a constant) is flagged in ``fresh`` (``fresh[2q]``: the q-th
@@ -145,8 +145,9 @@ def reverse_part(ents, m, OP, A, B, C, C2, OFF, V, G, n, keep, fresh, rev, t, pa
     t-th of ``parts`` shares of its blocks.  The adjoint of each entry not marked in
     ``keep`` is zeroed once used, while in cache (a vector replay keeps its arena zero
     between sweeps that way; the engine keeps every one: its sweeps zero what they
-    reach, ``mark_reached``).  ``rev``: ``REV.table``, the rules of the run's ops compiled
-    (``REV.compile_slots``)."""
+    reach, ``mark_reached``).  An input flagged in ``fresh`` (``run_below``) has its
+    block zeroed before its entry adds into it.  ``rev``: ``REV.table``, the rules of the
+    run's ops compiled (``REV.compile_slots``)."""
     b0, b1 = _share(n, t, parts)     # (the parallel twins pass t as np.int64: prange's
     T = np.empty(TEMPS * BLOCK)      # index type would compile this kernel a second time)
     cx, cy, sink = np.empty(BLOCK), np.empty(BLOCK), np.empty(BLOCK)
@@ -340,7 +341,7 @@ def warm():
     the engine's argument types, over no elements."""
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, f = tiny_tape()
     map_part(0, f, f, False, 0.0, 0.0, f, 0, FWD.table, 0, 1)
-    run_below(-1, 0, 1, OP, A, B, OFF, META, IAUX, FLAGS, FLAGS, A, FLAGS)
+    run_below(-1, 0, 1, OP, A, B, META, IAUX, FLAGS, FLAGS, A, FLAGS)
     reverse_part(A, 0, OP, A, B, C, C2, OFF, f, f, 0, FLAGS, FLAGS, REV.table, 0, 1)
 
 

@@ -133,8 +133,8 @@ def reverse(r, out):
         if status == FUSE:
             FUSED.settle()
             n = r.size(i)
-            m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.OFF, r.META, r.IAUX, r.FLAGS,
-                                     live, ents, fresh)
+            m, top = fused.run_below(i, 0, n, r.OP, r.A, r.B, r.META, r.IAUX, r.FLAGS, live,
+                                     ents, fresh)
             rev = fused.REV.compile_slots(set(r.OP[ents[:m]].tolist()))
             fused.launch(fused.reverse_part, fused.reverse_parallel, n * m, ents, m, r.OP,
                          r.A, r.B, r.C, r.C2, r.OFF, r.V, G, n, keep, clean, rev)
