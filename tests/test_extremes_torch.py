@@ -60,3 +60,21 @@ def test_binary_then_unary(op):
     # its vectorised kernel, as here, and +inf in its scalar one)
     for outer in [None] + [n for n in UNARY_NAMES if n != "logit"]:
         _same(_binary_then(tapegrad, outer, op), _binary_then(torch, outer, op))
+
+
+@pytest.mark.parametrize("n", [1, 7, 5000])
+def test_quotient_and_reciprocal_gradients_overflow_as_pytorchs(n):
+    """Where a gradient's factors overflow in one order and not another, PyTorch's order
+    decides: ``-g * ((x / y) / y)`` for a quotient's divisor, ``-g * (r * r)`` for a
+    reciprocal (a product taken in another order was finite where PyTorch's is inf)."""
+    xs = np.resize([1e308, 3.0, 1e-300, 2.0, -5.0], n)
+    ys = np.resize([0.62, 1e-200, 1e-200, 1e-160, 1e-170], n)
+    gs = np.resize([0.3, 1e-250, 1e250, 1e-10, 1e-100], n)
+    out = []
+    for m in (tapegrad, torch):
+        x, y = (m.tensor(v, requires_grad=True) for v in (xs, ys))
+        ((x / y) * m.tensor(gs)).sum().backward()
+        r = m.tensor(ys, requires_grad=True)
+        (r.reciprocal() * m.tensor(gs)).sum().backward()
+        out.append(np.concatenate([x.grad.numpy(), y.grad.numpy(), r.grad.numpy()]))
+    np.testing.assert_array_equal(out[0], out[1])
