@@ -249,3 +249,40 @@ def test_the_kernels_rules_are_the_op_tables_bit_for_bit(name):
                 got = (broadcast._fwd(op, x, y),) + broadcast._grads(op, x, y, g)
                 np.testing.assert_array_equal(np.array(got), np.array(want))
                 assert np.signbit(got).tolist() == np.signbit(want).tolist()
+
+
+# rows the broadcast kind's loops fill eagerly (>= 512 values, rows of at most 256): both
+# operands along the row, a column beside rows on either side, a 3-d one with a column
+EAGER_LOOPS = [((40, 1, 13), (9, 13)), ((13, 40), (13, 1)), ((13, 1), (13, 40)),
+               ((40, 1, 13), (40, 9, 1))]
+
+
+@pytest.mark.parametrize("shapes", EAGER_LOOPS, ids=str)
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_short_rows_filled_by_the_kinds_loops_are_pytorchs_at_special_values(name, shapes):
+    """Eager values from the broadcast kind's own loops (NumPy's is slow on short rows):
+    PyTorch's bit for bit, nan, inf, signed zeros and denormals included, recorded or
+    not; PyTorch's gradients; a replay at new inputs is eager bit for bit."""
+    xv, yv = _operands(shapes, name)
+    for v in (xv, yv):
+        v.flat[::7] = np.resize(SPECIAL, v.flat[::7].shape)
+    out = []
+    for m in (tg, torch):
+        x, y = (m.tensor(v, requires_grad=True) for v in (xv, yv))
+        z = OPS[name](x, y)
+        with m.no_grad():
+            free = OPS[name](x, y).numpy()
+        z.backward(m.tensor(np.linspace(-1.5, 2.0, z.numel()).reshape(z.shape)))
+        out.append((z.detach().numpy(), free, x.grad.numpy(), y.grad.numpy()))
+    (zo, fo, gxo, gyo), (zt, ft, gxt, gyt) = out
+    for got, want in ((zo, zt), (fo, ft)):
+        np.testing.assert_array_equal(got, want)
+        assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
+    np.testing.assert_allclose(gxo, gxt, rtol=1e-12, atol=1e-300, equal_nan=True)
+    np.testing.assert_allclose(gyo, gyt, rtol=1e-12, atol=1e-300, equal_nan=True)
+
+    def f(a, b):
+        return (OPS[name](a, b) * 0.5).sin().sum()
+    points = [list(_operands(shapes, name)) for _ in range(3)]
+    assert_replays_eager(trace(f, *(tg.tensor(v) for v in points[0]), compile_after=None),
+                         f, points[1:])

@@ -298,5 +298,8 @@ def warm():
 
 def warm_rules():
     """Compile every kind's rule (``cold``'s background process, after the sweeps: a
-    sweep that meets a kind first compiles its rule itself, ``sweep_compiling``)."""
+    sweep that meets a kind first compiles its rule itself, ``sweep_compiling``), and the
+    broadcast kind's forward for eager ops (``elementwise``: NumPy's until then)."""
     RULES.compile_all()
+    f = np.zeros(1)
+    broadcast.apply(0, f, 0, f, 0, f, 0, (1,) * 4 + (0,) * 8)
