@@ -58,10 +58,11 @@ def _float_only(x, name):
 _NO_MAP = np.empty(0, np.int64)
 
 
-def _sum_kept(arr, dims, dtype=None):
-    """``arr`` (float) summed over ``dims``, kept as ones, by the compiled kernel that a
-    replay sums with (``kernels.reduce.sum_into``; float32 summed in float64 and rounded
-    once), in ``dtype`` (default: arr's)."""
+def _kept(kernel, arr, dims, dtype, *more):
+    """``arr`` (float) reduced over ``dims``, kept as ones, by ``kernel`` (``kernels.
+    reduce.sum_into`` or ``extreme_into``: the kernels a replay reduces with), in float64
+    (a float32 input is widened and the result rounded once), in ``dtype`` (default:
+    arr's)."""
     kept = tuple(1 if d in dims else n for d, n in enumerate(arr.shape))
     nout = math.prod(kept)
     x = np.ascontiguousarray(arr, np.float64).reshape(-1)
@@ -71,22 +72,34 @@ def _sum_kept(arr, dims, dtype=None):
     o = _NO_MAP if nout == 1 or rows else np.broadcast_to(
         np.arange(nout, dtype=np.int64).reshape(kept), arr.shape).reshape(-1)
     out = np.empty(nout)
-    _sum_into(x, 0, out, 0, x.size, nout, o, rows)
+    _compiled(kernel, x.size)(x, 0, out, 0, x.size, nout, o, rows, *more)
     return out.reshape(kept).astype(dtype or arr.dtype, copy=False)
+
+
+def _sum_kept(arr, dims, dtype=None):
+    """``arr`` (float) summed over ``dims`` (``_kept``), in ``sum_into``'s order."""
+    return _kept(reduce_kernels.sum_into, arr, dims, dtype)
+
+
+def _extreme_kept(arr, dims, big, last=False):
+    """The largest (``big``) or smallest of float ``arr``'s values over ``dims``, kept as
+    ones (``_kept``: a nan wins; of -0.0 and 0.0 the first, or the ``last``, as PyTorch's
+    amax / amin and max() / min())."""
+    return _kept(reduce_kernels.extreme_into, arr, dims, None, big, last)
 
 
 def _sum_all(arr):
     """The float64 sum of all of float array ``arr``'s values, in ``sum_into``'s order."""
     x = np.ascontiguousarray(arr, np.float64).reshape(-1)
     out = np.empty(1)
-    _sum_into(x, 0, out, 0, x.size, 1, _NO_MAP, 0)
+    _compiled(reduce_kernels.sum_into, x.size)(x, 0, out, 0, x.size, 1, _NO_MAP, 0)
     return out[0]
 
 
-def _sum_into(*args):
-    """``kernels.reduce.sum_into``, or its twin while a cold cache compiles the sweeps
-    (``kernels.cold``: the first sum of a script waits for no compile)."""
-    engine.REVERSE.pick(reduce_kernels.sum_into, args[4], (2,))(*args)
+def _compiled(kernel, work):
+    """``kernel``, or its twin while a cold cache compiles the sweeps (``kernels.cold``:
+    the first sum of a script waits for no compile)."""
+    return engine.REVERSE.pick(kernel, work, (2,))
 
 
 def _all(x, total, code):
@@ -133,9 +146,10 @@ def _extreme(x, dim, keepdim, is_max):
                            "specified for input.numel() == 0. Specify the reduction dim with "
                            "the 'dim' argument.")
     arr = x._arr
-    npf = np.max if is_max else np.min
     if dim is None:
-        return _all(x, npf(arr), CODE["max_all" if is_max else "min_all"])
+        return _all(x, _extreme_kept(arr, tuple(range(arr.ndim)), is_max, True).reshape(()) if
+                    arr.dtype.kind == "f" else (np.max if is_max else np.min)(arr),
+                    CODE["max_all" if is_max else "min_all"])
     d = _wrap_dim(dim, x.ndim)
     idx = (np.argmax if is_max else np.argmin)(arr, axis=d) if arr.ndim else np.array(0)
     idx_k = np.expand_dims(idx, d) if arr.ndim else idx
@@ -168,16 +182,22 @@ def min(input, dim=None, keepdim=False):
     return _extreme(input, dim, keepdim, False)
 
 
+def _amax_amin(arr, dims, big):
+    """amax / amin of ``arr`` over ``dims``, kept: ``_extreme_kept`` for float values
+    (NumPy for integers, and for no values: its error)."""
+    if arr.dtype.kind == "f" and arr.size:
+        return _extreme_kept(arr, dims, big)
+    return (np.max if big else np.min)(arr, axis=dims, keepdims=True)
+
+
 def amax(input, dim=(), keepdim=False):
     dims = _dims(input, dim)
-    return _reduce(input, np.max(input._arr, axis=dims, keepdims=True), dims, keepdim,
-                   CODE["amax"])
+    return _reduce(input, _amax_amin(input._arr, dims, True), dims, keepdim, CODE["amax"])
 
 
 def amin(input, dim=(), keepdim=False):
     dims = _dims(input, dim)
-    return _reduce(input, np.min(input._arr, axis=dims, keepdims=True), dims, keepdim,
-                   CODE["amin"])
+    return _reduce(input, _amax_amin(input._arr, dims, False), dims, keepdim, CODE["amin"])
 
 
 def prod(input, dim=None, keepdim=False, dtype=None):

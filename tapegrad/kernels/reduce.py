@@ -105,6 +105,56 @@ def sum_into(X, xa, Y, yo, nin, nout, o, rows=0):
             Y[yo + o[k]] += X[xa + k]
 
 
+@njit(inline="always", **_JIT)
+def _wins(x, cur, big, last):
+    """Does x replace the extremum so far?  Larger (``big``) or smaller; when equal (-0.0
+    and 0.0), the first value stays, or the last where ``last``."""
+    return (x > cur if big else x < cur) or (last and x == cur)
+
+
+@njit(**_JIT)
+def extreme_into(X, xa, Y, yo, nin, nout, o, rows, big, last):
+    """``Y[yo + j]`` = the largest (``big``) or smallest of the ``X[xa + k]`` with ``o[k]
+    == j`` (``rows`` as ``sum_into``'s), for every path (eager amax / amin / max() / min()
+    call this too).  A nan wins (the first); of equal values the first, or the ``last``:
+    PyTorch's amax / amin keep the first of -0.0 and 0.0, its max() / min() the last."""
+    init = -np.inf if big else np.inf
+    if rows == 1 or nout == 1:
+        m = nin // nout
+        for j in range(nout):
+            p = xa + j * m
+            cur, nan = init, False
+            for r in range(m):
+                x = X[p + r]
+                nan |= x != x
+                cur = x if _wins(x, cur, big, last) else cur
+            if nan:                                   # (the first nan)
+                for r in range(m):
+                    if X[p + r] != X[p + r]:
+                        cur = X[p + r]
+                        break
+            Y[yo + j] = cur
+        return
+    for j in range(nout):
+        Y[yo + j] = init
+    nan = False
+    if rows == 2:                                     # output j: inputs j, j + nout, ...
+        for k0 in range(0, nin, nout):
+            for j in range(nout):
+                x, cur = X[xa + k0 + j], Y[yo + j]
+                nan |= x != x
+                Y[yo + j] = x if _wins(x, cur, big, last) else cur
+    else:
+        for k in range(nin):
+            x, cur = X[xa + k], Y[yo + o[k]]
+            nan |= x != x
+            Y[yo + o[k]] = x if _wins(x, cur, big, last) else cur
+    if nan:                                           # each output's first nan
+        for k in range(nin - 1, -1, -1):
+            if X[xa + k] != X[xa + k]:
+                Y[yo + (k % nout if rows == 2 else o[k])] = X[xa + k]
+
+
 @njit(**_JIT)
 def forward(i, tape, omap):
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
@@ -123,15 +173,8 @@ def forward(i, tape, omap):
         for k in range(nin):
             V[oi + o[k]] *= V[oa + k]
     else:
-        big = op == OP_AMAX or op == OP_MAX_ALL
-        for j in range(nout):
-            V[oi + j] = -np.inf if big else np.inf
-        for k in range(nin):
-            x = V[oa + k]
-            cur = V[oi + o[k]]
-            if x != x or (x > cur if big else x < cur):   # NaN wins, as in NumPy
-                if cur == cur:
-                    V[oi + o[k]] = x
+        extreme_into(V, oa, V, oi, nin, nout, o, 0, op == OP_AMAX or op == OP_MAX_ALL,
+                     op == OP_MAX_ALL or op == OP_MIN_ALL)
 
 
 @njit(**_JIT)
