@@ -56,16 +56,26 @@ def _adopt(x, compute):
             out._t.autograd.retained[out._i] = x
         x._t, x._tid, x._i, x._rg = out._t, out._tid, out._i, out._rg   # (False: traced)
     d = x._d
+    if out._t is None:
+        new_value(x)
     if out._t is None and x._t is None and d.__class__ is np.ndarray and \
             d.flags.writeable and d.shape == out._arr.shape:
         np.copyto(d, out._arr, casting="unsafe")  # in its own array (from_numpy's: shared)
     else:
         x._d = out._d
-    if out._t is None:
-        x._tid = 0   # used again, the tensor registers its new value
     x._version = version
     views.after_inplace(x)
     return x
+
+
+def new_value(x):
+    """x is about to take a new value and keep its history (an unrecorded write: no_grad,
+    or a write through an alias): used again, it registers the new value on a tape (a
+    source entry, or for a non-leaf an external one that leads on to its history), as
+    its entry holds the old one; the external entries that stood for it on other tapes
+    keep the old value too (``keep_old_history``), as the entries that read them saw."""
+    keep_old_history(x)
+    x._tid = 0
 
 
 def _leave_source(x):
@@ -197,8 +207,8 @@ def set_value_(self, value):
     if value.dtype != (_F64 if d.__class__ is float else d.dtype):
         value = value.astype(_F64 if d.__class__ is float else d.dtype)
     _note_modified(self)
+    new_value(self)
     self._d = _norm(value)
-    self._tid = 0
     self._version += 1
     views.after_inplace(self)
     return self

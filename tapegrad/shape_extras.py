@@ -10,7 +10,7 @@ from .inplace import _adopt, _check
 from .ops.table import CODE
 from .record import broadcast_shape, contiguous
 from .reductions import composite
-from .shape_ops import _basic, _wrap_dim, cat, expand, reshape, unsqueeze
+from .shape_ops import COPY, _basic, _reshaped, _wrap_dim, cat, expand, reshape, unsqueeze
 from .tensor import Tensor, _leaf, _norm
 from .tracing import freeze
 
@@ -95,8 +95,8 @@ def repeat(input, *repeats):
         raise RuntimeError(f"Trying to create tensor with negative dimension {bad}: {target}")
     ones = tuple(v for n in shape for v in (1, n))
     tiled = tuple(v for r, n in zip(repeats, shape) for v in (r, n))
-    return composite("RepeatBackward0",
-                     lambda: reshape(expand(reshape(input, ones), tiled), tuple(target)), input)
+    return composite("RepeatBackward0", lambda: _reshaped(
+        expand(reshape(input, ones), tiled), tuple(target), how=COPY), input)
 
 
 def _check_mask(mask):

@@ -35,7 +35,13 @@ def _out(x, value, build):
     return _result(_norm(value), t, i, x._rg)
 
 
-def _reshaped(x, shape, code=CODE["view"]):
+# how a reshape shares x's storage: always (squeeze, unsqueeze and a view made again),
+# where PyTorch's view can (reshape, flatten: else a copy), must (view: else its error),
+# or never (repeat's result: a copy, as PyTorch's)
+SHARE, RESHAPE, VIEW, COPY = 0, 1, 2, 3
+
+
+def _reshaped(x, shape, code=CODE["view"], how=SHARE):
     arr = x._arr
     if any(n < 0 for n in shape):
         _check_inferred(shape, arr.size)
@@ -44,7 +50,13 @@ def _reshaped(x, shape, code=CODE["view"]):
     except ValueError:
         raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {arr.size}") \
             from None
-    shared = value.base is not None or not value.size
+    shared = (value.base is not None or not value.size) and how != COPY
+    if shared and how != SHARE and not views.viewable_as(x, value.shape):
+        if how == VIEW:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                               "(at least one dimension spans across two contiguous subspaces). "
+                               "Use .reshape(...) instead.")
+        shared = False
     out = _out(x, value, lambda t, ia: rec_reshape(t, ia, value, code))
     return views.mark(out, x, _reshaped_again, (shape, code)) if shared else out
 
@@ -107,11 +119,11 @@ def _wrap_dim(dim, ndim):
 
 
 def reshape(input, *shape):
-    return _reshaped(input, _dims(shape))
+    return _reshaped(input, _dims(shape), how=RESHAPE)
 
 
 def view(input, *shape):
-    return _reshaped(input, _dims(shape))
+    return _reshaped(input, _dims(shape), how=VIEW)
 
 
 def flatten(input, start_dim=0, end_dim=-1):
@@ -121,7 +133,7 @@ def flatten(input, start_dim=0, end_dim=-1):
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     if not s:
         return _reshaped(input, (1,))
-    return _reshaped(input, s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:])
+    return _reshaped(input, s[:a] + (math.prod(s[a:b + 1]),) + s[b + 1:], how=RESHAPE)
 
 
 def squeeze(input, dim=None):

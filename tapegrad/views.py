@@ -60,17 +60,45 @@ def positions(base, fn, arg):
     return np.asarray(fn(from_array(np.arange(base.numel()).reshape(base._arr.shape)), arg)._arr)
 
 
+def _storage_positions(x, link):
+    """Flat positions of the elements of x (a view, ``link`` its link) in its outermost
+    base's storage, in x's order."""
+    pos = np.arange(x.numel())
+    while link is not None and not link[3]:
+        pos = positions(link[0], link[1], link[2]).reshape(-1)[pos]
+        link = _link(link[0])
+    return pos
+
+
 def in_order(x):
     """Are x's elements consecutive, in order, in its base's storage (PyTorch's
     contiguity of a view)?  A tensor that is no view holds its own, in order."""
     link = _link(x)
     if link is None or link[3]:
         return True
-    pos = np.arange(x.numel())
-    while link is not None and not link[3]:          # positions in the outermost base
-        pos = positions(link[0], link[1], link[2]).reshape(-1)[pos]
-        link = _link(link[0])
+    pos = _storage_positions(x, link)
     return pos.size < 2 or bool((np.diff(pos) == 1).all())
+
+
+def viewable_as(x, shape):
+    """Can x's elements be read as ``shape`` in place, as PyTorch's ``view`` (else
+    ``reshape`` copies)?  They can when x holds its own or is contiguous, or when its
+    positions in the storage, read in order into ``shape``, are strided (a transpose
+    read with a trailing 1 added: yes; flattened: no)."""
+    link = _link(x)
+    if link is None or link[3] or [n for n in x._arr.shape if n != 1] == \
+            [n for n in shape if n != 1]:          # (only ones added or dropped: always)
+        return True
+    pos = _storage_positions(x, link)
+    if pos.size < 2 or (np.diff(pos) == 1).all():
+        return True
+    pos = pos.reshape(shape)
+    want = pos.flat[0]
+    for d, n in enumerate(shape):
+        if n > 1:
+            step = pos[(0,) * d + (1,) + (0,) * (len(shape) - d - 1)] - pos.flat[0]
+            want = want + (np.arange(n) * step).reshape((n,) + (1,) * (len(shape) - d - 1))
+    return bool((pos == want).all())
 
 
 def check(x):
@@ -79,7 +107,7 @@ def check(x):
     link = _link(x)
     if link is None or link[3]:
         return
-    base, fn, arg, _ = link
+    _, fn, arg, _ = link
     if STATE.grad and x.__dict__.get("_no_grad_view"):
         raise RuntimeError(
             "A view was created in no_grad mode and is being modified inplace with grad mode "
@@ -93,7 +121,7 @@ def check(x):
             "being modified inplace. This view is the output of a function that returns "
             "multiple views. Such functions do not allow the output views to be modified "
             "inplace. You should replace the inplace operation by an out-of-place one.")
-    pos = positions(base, fn, arg)
+    pos = _storage_positions(x, link)         # (a view of an expand overlaps too)
     if np.unique(pos).size < pos.size:
         raise RuntimeError("unsupported operation: more than one element of the written-to "
                            "tensor refers to a single memory location. Please clone() the "
@@ -117,7 +145,7 @@ def after_inplace(x):
 
 
 def _write_into(view, base, fn, arg, detached):
-    from .inplace import _note_modified, place
+    from .inplace import _note_modified, new_value, place
     from .tracing import traced_entry
     pos = positions(base, fn, arg)
     traced = traced_entry(view) is not None or traced_entry(base) is not None
@@ -129,6 +157,7 @@ def _write_into(view, base, fn, arg, detached):
     vals = np.asarray(view._arr, base._arr.dtype).reshape(-1)
     d = base._d
     _note_modified(base)
+    new_value(base)
     if d.__class__ is float:
         base._d = float(vals[0])
     elif base._t is None and d.flags.writeable:
@@ -137,8 +166,6 @@ def _write_into(view, base, fn, arg, detached):
         d = np.array(d)
         d.flat[pos.reshape(-1)] = vals
         base._d = d
-    if base._t is None:
-        base._tid = 0                         # used again, it registers its new value
     base._version += 1
     after_inplace(base)
 
@@ -146,6 +173,7 @@ def _write_into(view, base, fn, arg, detached):
 def refresh(base):
     """Make ``base``'s live views again from it (values; histories where it has one),
     and theirs in turn."""
+    from .inplace import new_value
     refs = base.__dict__.get("_views") if base.__dict__ else None
     if not refs:
         return
@@ -161,11 +189,11 @@ def refresh(base):
             v._tid = 0
         else:
             new = fn(base, arg)
-            v._d = new._d
             if new._t is not None or v._t is None or STATE.grad:
                 v._t, v._tid, v._i, v._rg = new._t, new._tid, new._i, new._rg
-            else:
-                v._tid = 0 if v._t is None else v._tid
+            else:                     # (no_grad: v keeps its history, takes the value)
+                new_value(v)
+            v._d = new._d
         v._version = base._version
         refresh(v)
     refs[:] = live

@@ -2,6 +2,8 @@
 ``from_numpy`` and ``numpy()`` reach the base, the base's changes reach its views, and
 gradients follow (CopySlices).  Each program runs with torch and tapegrad; values,
 gradients and errors must agree."""
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -162,6 +164,93 @@ def as_tensor_shares_a_numpy_array(m):
     b = np.ones(3, np.float32)
     m.as_tensor(b, dtype=m.float64).add_(1)  # converted: a copy
     return [a, b]
+
+
+def _written_under_no_grad(m, n, how):
+    """A non-leaf written in place under no_grad (through a view, whole, or through a
+    view made before): it keeps its history, and what reads it later reads (and saves)
+    its new value."""
+    x = m.tensor(np.linspace(0.5, 2.0, n), requires_grad=True)
+    y = x * 1
+    v = y[1:3]
+    w = y * 2                            # (saves nothing of y: no error)
+    with m.no_grad():
+        if how == "slice":
+            y[1:3].mul_(100.0)
+        elif how == "whole":
+            y.mul_(100.0)                # v, a view of y, takes its new value too
+        elif how == "view":
+            y.view(-1)[0:2].copy_(m.tensor([7.0, 8.0]))
+        else:
+            v.add_(5.0)
+    (y.sin().sum() + (v * v).sum() + w.sum()).backward()
+    return [y, v, x.grad]
+
+
+for _n in (6, 5000):
+    for _how in ("slice", "whole", "view", "view_made_before"):
+        _p = (lambda n, how: lambda m: _written_under_no_grad(m, n, how))(_n, _how)
+        _p.__name__ = f"no_grad_write_{_how}_of_{_n}_is_read_later"
+        program(_p)
+
+
+@program
+def no_grad_write_of_a_tensor_another_tape_read(m):
+    x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 1
+    with (m.Tape() if m is tapegrad else contextlib.nullcontext()):
+        z = y * 3                        # y: an external entry of this tape
+        with m.no_grad():
+            y[0:2].mul_(10)
+        q = y * y                        # its new value
+        (z.sum() + q.sum()).backward()
+    return x.grad
+
+
+@program
+def reshape_of_a_view_out_of_order_copies(m):
+    x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    z = m.tensor([1.0, 2.0])
+    x.t().reshape(6).mul_(2)             # copies: x unchanged
+    x[:, ::2].flatten().mul_(10)
+    x.t().reshape(3, 2, 1).add_(100)     # a transpose with a trailing 1: a view
+    x.t().flatten(0, 0).sub_(1)
+    x.permute(1, 0).reshape(2, 3).mul_(3)
+    z.unsqueeze(0).expand(2, 2).reshape(4).add_(1)
+    z.repeat(1).add_(1000)               # repeat always copies
+    x.repeat(1, 1).add_(1000)
+    return [x, z, [v.is_contiguous() for v in (x.t().reshape(3, 2, 1), x.t().reshape(6))]]
+
+
+@program
+def reshape_of_a_view_out_of_order_gets_its_gradient(m):
+    w = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    y = w * 1
+    f = y.t().reshape(6)                 # a copy
+    f.mul_(10)
+    ((y * y).sum() + (f * f).sum()).backward()
+    return [y, w.grad]
+
+
+@program
+def view_of_a_view_out_of_order_is_refused(m):
+    x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    return x.t().view(6)
+
+
+@program
+def view_of_a_strided_slice_where_it_can(m):
+    x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    x[:, ::2].view(2, 2).mul_(2)
+    x.t().unflatten(0, (3, 1)).add_(1)
+    return x
+
+
+@program
+def view_of_an_expand_overlaps(m):
+    x = m.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    x.unsqueeze(0).expand(2, 2, 3).view(2, 6).mul_(2)
+    return x
 
 
 def test_programs_cover_the_cases():
