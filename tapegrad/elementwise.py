@@ -83,6 +83,8 @@ def result_dtype(*operands):
         if ds:
             if tier[1] == 1 and cat == 2:
                 return dtypes.get_default_dtype()
+            if dtypes.uint8 in ds and dtypes.int8 in ds:
+                return dtypes.int16          # (PyTorch's: a byte of either sign fits)
             return max(ds, key=lambda d: d._rank)
     raise AssertionError("unreachable")
 
@@ -102,7 +104,8 @@ def _general(op, x, y=None, c2=0.0):
         if v.__class__ is not Tensor and not isinstance(v, _NUMBERS):
             raise TypeError(f"{op.name}(): argument must be a Tensor or a number, "
                             f"not {type(v).__name__}")
-    rd = result_dtype(*operands)
+    # (square is PyTorch's pow(x, 2): a bool squares to an int64)
+    rd = result_dtype(*operands) if op.name != "square" else result_dtype(x, 2)
     if not rd.is_floating_point and not op.int_closed:
         rd = dtypes.get_default_dtype()
     vals = [_value(v, rd.np) for v in operands]
@@ -507,6 +510,10 @@ def clamp(input, min=None, max=None):
                             "Tensor out = None)\n * (Tensor input, Number min = None, Number max "
                             "= None, *, Tensor out = None)")
         return _clamp_tensors(input, min, max)
+    if input.__class__ is Tensor and not input.dtype.is_floating_point:
+        rd = result_dtype(input, *(b for b in (min, max) if b is not None))
+        if rd is not input.dtype:            # an integer tensor, a float bound: as PyTorch
+            input = input.to(rd)
     return _general(BY_NAME["clamp"], input, min, math.inf if max is None else float(max))
 
 

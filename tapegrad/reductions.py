@@ -114,7 +114,7 @@ def sum(input, dim=None, keepdim=False, dtype=None):
         return _all(input, _sum_all(arr), CODE["sum"])
     if dtype is not None:
         arr = arr.astype(dtypes.to_np(dtype))
-    elif arr.dtype.kind in "bi":
+    elif arr.dtype.kind in "biu":
         arr = arr.astype(np.int64)
     dims = _dims(input, dim)
     value = _sum_kept(arr, dims) if arr.dtype.kind == "f" else np.sum(arr, axis=dims,
@@ -201,11 +201,14 @@ def amin(input, dim=(), keepdim=False):
 
 
 def prod(input, dim=None, keepdim=False, dtype=None):
+    arr = input._arr
+    if arr.dtype.kind in "biu":            # (as PyTorch: integers multiply in int64)
+        arr = arr.astype(np.int64)
     if dim is None:
-        return _reduce(input, np.prod(input._arr, keepdims=True), tuple(range(input.ndim)),
-                       False, CODE["prod"])
+        return _reduce(input, np.prod(arr, keepdims=True), tuple(range(input.ndim)), False,
+                       CODE["prod"])
     dims = _dims(input, dim)
-    return _reduce(input, np.prod(input._arr, axis=dims, keepdims=True), dims, keepdim,
+    return _reduce(input, np.prod(arr, axis=dims, keepdims=True), dims, keepdim,
                    CODE["prod_dim"])
 
 

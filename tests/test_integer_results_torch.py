@@ -1,0 +1,51 @@
+"""Integer and bool tensors: result dtypes and values as PyTorch's (found by a probe that
+compared the two): a byte of either sign promotes to int16, an integer tensor clamped by
+a float bound is a float tensor, relu keeps an integer dtype, a bool squares to int64,
+and sums and products of small integers (uint8 included) are int64."""
+import numpy as np
+import pytest
+import torch
+
+import tapegrad as tg
+
+pytestmark = pytest.mark.usefixtures("torch_float64")
+INTS = ["uint8", "int8", "int16", "int32", "int64", "bool"]
+
+
+def _same(got, want):
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("a", INTS)
+@pytest.mark.parametrize("b", INTS)
+def test_binary_promotion_of_integer_tensors(a, b):
+    xs, ys = [200, 1, 0, 7], [100, 1, 1, 3]
+    for op in (lambda x, y: x + y, lambda x, y: x * y):
+        got = op(tg.tensor(xs, dtype=getattr(tg, a)), tg.tensor(ys, dtype=getattr(tg, b)))
+        want = op(torch.tensor(xs).to(getattr(torch, a)), torch.tensor(ys).to(getattr(torch, b)))
+        _same(got, want)
+
+
+@pytest.mark.parametrize("a", INTS[:-1])
+def test_clamp_relu_and_square_of_integers(a):
+    def results(m):
+        x = m.tensor([-1, 2, 5, 0] if a != "uint8" else [1, 2, 5, 0], dtype=getattr(m, a))
+        return [x.clamp(0.5, 3), x.clamp(0, 3), x.clamp(max=3.5), x.clamp(min=1), m.relu(x),
+                x.square()]
+    for got, want in zip(results(tg), results(torch)):
+        _same(got, want)
+
+
+def test_a_bool_squares_to_int64():
+    _same(tg.tensor([True, False]).square(), torch.tensor([True, False]).square())
+
+
+@pytest.mark.parametrize("a", INTS)
+def test_sums_and_products_of_small_integers_are_int64(a):
+    xs = [[1, 2, 250], [3, 0, 1]]
+    for f in (lambda x: x.sum(), lambda x: x.prod(), lambda x: x.sum(0), lambda x: x.prod(1),
+              lambda x: x.sum(1, keepdim=True)):
+        got = f(tg.tensor(xs, dtype=getattr(tg, a)))
+        _same(got, f(torch.tensor(xs).to(getattr(torch, a))))
+        assert got.tolist() == f(torch.tensor(xs).to(getattr(torch, a))).tolist()
