@@ -4,8 +4,11 @@ With ``create_graph=True`` the reverse sweep must emit its adjoint computation a
 entries, so that the gradient is itself differentiable.  The elementwise rules are the
 op table's own reverse expressions and helpers, walked on tensors (``_TensorRules``):
 no tensor copy of any helper is kept here.  Masks such as relu's step come out as
-``where`` of constants (no gradient).  The structural kinds apply the transpose of their
-linear map with gathers, sums and matrix products.
+``where`` of constants (no gradient).  A mask or choice taken from the tape's values
+(``where``'s condition, the extrema of a max, prod's zeros) is a comparison of its
+tensors, which tracing records, or guarded: ``Traced.hvp`` replays these rules at new
+inputs.  The structural kinds apply the transpose of their linear map with gathers,
+sums and matrix products.
 
 Each rule takes ``(i, g, h)``: the entry, the tensor adjoint of its result and ``h``,
 a reader of the tape (columns, shapes, extras, values of the entries recorded before
@@ -22,13 +25,6 @@ from ..ops.rules import RuleError, Walker
 from ..ops.table import BY_CODE, BY_NAME, CODE, EW_OF, kind_range
 from ..record import expand_strides
 from ..tape import CONST
-
-
-def _const(a):
-    """A constant (no history) from a NumPy array: a float when 0-d."""
-    from ..tensor import from_array
-    a = np.asarray(a, np.float64)
-    return float(a) if a.ndim == 0 else from_array(a)
 
 
 def _is_tensor(v):
@@ -181,8 +177,10 @@ def gathered(pieces, n_in, in_shape):
 
 
 def where(i, g, h):
+    """The condition as the tensor of its buffer (a comparison of it, recorded while
+    tracing): a replay of the gradient recomputes the mask at its own inputs."""
     from .. import elementwise
-    mask = h.value(h.condition(i)) != 0.0
+    mask = h(h.condition(i)) != 0.0
     a, b = h.A[i], h.B[i]
     out = []
     if _wants(h, a):
@@ -253,26 +251,37 @@ def reduce(i, g, h):
         return [(a, spread)]
     if name in ("mean", "mean_dim"):
         return [(a, spread * (nout / nin))]
-    o = h.reduce_targets(i)
-    xv = h.value(a).reshape(-1)
-    rv = h.value(i).reshape(-1)
-    if name in ("amax", "amin", "max_all", "min_all"):     # as kernels.reduce.attains
-        r_o = rv[o]
-        mask = ((xv == r_o) | (name.endswith("_all") & np.isnan(r_o) & np.isnan(xv)))
-        mask = mask.astype(np.float64)
-        count = np.bincount(o, weights=mask, minlength=nout)
-        return [(a, spread * _const((mask / count[o]).reshape(in_shape)))]
-    # prod: the product of the others, by division where no factor is zero
     x = h(a)
-    if not (xv == 0.0).any():
+    if name in ("amax", "amin", "max_all", "min_all"):
+        mask = _attains(h, i, x, in_shape, name.endswith("_all"))
+        dims = tuple(d for d, s in enumerate(h.extras(i)[:len(in_shape)]) if s == 0)
+        count = mask.sum(dims, keepdim=True) if dims else mask     # (reduced: stride 0)
+        return [(a, spread * mask / _spread(h, i, count, in_shape))]
+    # prod: the product of the others, by division where no factor is zero (while
+    # tracing, ``any`` guards where the zeros are: a replay at others records again)
+    if not (x == 0.0).any():
         return [(a, spread * _spread(h, i, h(i), in_shape) / x)]
     gs = nin // nout
     if gs == 1:
         return [(a, spread)]
+    o = h.reduce_targets(i)
     members = np.argsort(o, kind="stable").reshape(nout, gs)[o]        # (nin, gs)
     others = members[members != np.arange(nin)[:, None]].reshape(nin, gs - 1)
     prod_others = x.reshape(-1)[others.reshape(-1)].reshape(nin, gs - 1).prod(1)
     return [(a, spread * prod_others.reshape(in_shape))]
+
+
+def _attains(h, i, x, in_shape, full):
+    """1.0 where an element of ``x`` attains its extremum (reduction entry i), else 0.0,
+    as ``kernels.reduce.attains``: from comparisons of tensors (recorded while tracing),
+    so that a replay of the gradient finds the extrema of its own inputs."""
+    from ..elementwise import where
+    r = _spread(h, i, h(i).detach(), in_shape)      # (eagerly: a constant)
+    one = _filled(1.0, x)
+    mask = where(x == r, one, 0.0)
+    if full:        # a nan result: the nans (PyTorch's evenly_distribute_backward)
+        mask = mask + where(r != r, where(x != x, one, 0.0), 0.0)
+    return mask
 
 
 def matmul(i, g, h):
