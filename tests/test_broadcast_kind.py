@@ -286,3 +286,19 @@ def test_short_rows_filled_by_the_kinds_loops_are_pytorchs_at_special_values(nam
     points = [list(_operands(shapes, name)) for _ in range(3)]
     assert_replays_eager(trace(f, *(tg.tensor(v) for v in points[0]), compile_after=None),
                          f, points[1:])
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_create_graph_gradients_of_broadcasts_are_eagers_bit_for_bit(name):
+    """The recorded backward (create_graph) sums a broadcast operand's contributions in
+    the eager sweep's order (+ and -: summed, then negated): the same bits."""
+    xv, bv = _operands(((30, 1, 7), (5, 7)), name)
+    w = RNG.normal(size=(30, 5, 7))
+    grads = []
+    for create_graph in (False, True):
+        x, b = tg.tensor(xv, requires_grad=True), tg.tensor(bv, requires_grad=True)
+        y = (OPS[name](x, b) * tg.tensor(w)).sum()
+        grads.append([g.detach().numpy() for g in tg.autograd.grad(y, (x, b),
+                                                                    create_graph=create_graph)])
+    for eager, recorded in zip(*grads):
+        np.testing.assert_array_equal(recorded, eager)

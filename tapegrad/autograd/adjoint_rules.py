@@ -339,8 +339,16 @@ def broadcast(i, g, h):
     op = EW_OF[int(h.OP[i])]
     env = {"x": h(a), "y": h(b), "g": g}
     rules = _TensorRules(g.dtype)
-    return [(j, _sum_to(rules.expr(rule, env), h.shape(j)))
-            for j, rule in ((a, op.gx), (b, op.gy)) if _wants(h, j)]
+    out = []
+    for j, rule in ((a, op.gx), (b, op.gy)):
+        if not _wants(h, j):
+            continue
+        if rule in ("g", "-g"):   # (+ and -: summed, then negated: the same bits, fewer values)
+            s = _sum_to(g, h.shape(j))
+            out.append((j, s if rule == "g" else -s))
+        else:
+            out.append((j, _sum_to(rules.expr(rule, env), h.shape(j))))
+    return out
 
 
 def _sum_to(v, shape):
