@@ -621,20 +621,34 @@ def _lgamma_positive(x):
 
 
 def lgamma(input):
-    """log |Gamma(x)|: Lanczos for x > 0, the reflection formula below (composed of
-    elementwise ops, so its gradient is the digamma function)."""
+    """log |Gamma(x)|: Lanczos for x >= 0, the reflection formula below (composed of
+    elementwise ops, so its gradient is the digamma function), with PyTorch's values and
+    gradients at the special points: at +-0 Lanczos's ``- log x`` is +inf, slope -1/x =
+    -+inf; the reflection takes sin(pi x) of x less its nearest integer (the same
+    magnitude), exactly 0 at the poles (the non-positive integers, every float below
+    -2**52 among them): +inf there, slope nan (abs'(0) = 0 times inf); at +-inf, where
+    Lanczos is inf - inf, ``x * x`` at +inf (+inf, slope +inf) and its square root at
+    -inf (+inf, slope 0 * -inf = nan)."""
     if not input.dtype.is_floating_point:
         input = input.to(dtypes.get_default_dtype())
     a = _values(input)
-    if (a > 0).all():
+    pos = (a >= 0) & (a < np.inf)
+    if pos.all():
         return composite("LgammaBackward0", lambda: _lgamma_positive(input), input)
+    inf = np.isinf(a)
 
     def body():
-        pos = _const(a > 0)
-        xp = where(pos, input, 1.0)
-        xn = where(pos, 0.5, input)
-        neg = _LOG_PI - (_PI * xn).sin().abs().log() - _lgamma_positive(1 - xn)
-        return where(pos, _lgamma_positive(xp), neg)
+        xp = where(_const(pos), input, 1.0)
+        other = pos | inf
+        xn = where(_const(other), 0.5, input)
+        nearest = _const(np.round(np.where(other, 0.5, a)))
+        sin = (_PI * (xn - nearest)).sin().abs()
+        out = where(_const(pos), _lgamma_positive(xp),
+                    _LOG_PI - sin.log() - _lgamma_positive(1 - xn))
+        if not inf.any():
+            return out
+        square = where(_const(inf), input, 0.0).square()
+        return where(_const(inf), where(_const(a > 0), square, square.sqrt()), out)
     return composite("LgammaBackward0", body, input)
 
 
