@@ -67,8 +67,8 @@ def _kept(kernel, arr, dims, dtype, *more):
     nout = math.prod(kept)
     x = np.ascontiguousarray(arr, np.float64).reshape(-1)
     nd = len(dims)
-    rows = 0 if nout == 1 else 1 if dims == tuple(range(arr.ndim - nd, arr.ndim)) else \
-        2 if dims == tuple(range(nd)) else 0
+    rows = 0 if nout <= 1 else 1 if dims == tuple(range(arr.ndim - nd, arr.ndim)) else \
+        2 if dims == tuple(range(nd)) else 0    # (rows 1 and 2 divide and step by nout)
     o = _NO_MAP if nout == 1 or rows else np.broadcast_to(
         np.arange(nout, dtype=np.int64).reshape(kept), arr.shape).reshape(-1)
     out = np.empty(nout)
@@ -182,22 +182,36 @@ def min(input, dim=None, keepdim=False):
     return _extreme(input, dim, keepdim, False)
 
 
-def _amax_amin(arr, dims, big):
-    """amax / amin of ``arr`` over ``dims``, kept: ``_extreme_kept`` for float values
-    (NumPy for integers, and for no values: its error)."""
+def _amax_amin(input, dim, big):
+    """amax / amin of ``input`` over ``dim``, kept: ``_extreme_kept`` for float values
+    (NumPy for integers); refused as PyTorch refuses it where a result would be the
+    extreme of no values (NumPy's reduction raises an error of its own there).
+    Returns (value, dims)."""
+    dims = _dims(input, dim)
+    arr = input._arr
+    if arr.size == 0:
+        name = "amax" if big else "amin"
+        given = dim if isinstance(dim, (tuple, list)) else (dim,)
+        if not len(given):
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for "
+                               "input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               "argument.")
+        for d in given:
+            if input.shape[_wrap_dim(d, input.ndim)] == 0:
+                raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     if arr.dtype.kind == "f" and arr.size:
-        return _extreme_kept(arr, dims, big)
-    return (np.max if big else np.min)(arr, axis=dims, keepdims=True)
+        return _extreme_kept(arr, dims, big), dims
+    return (np.max if big else np.min)(arr, axis=dims, keepdims=True), dims
 
 
 def amax(input, dim=(), keepdim=False):
-    dims = _dims(input, dim)
-    return _reduce(input, _amax_amin(input._arr, dims, True), dims, keepdim, CODE["amax"])
+    value, dims = _amax_amin(input, dim, True)
+    return _reduce(input, value, dims, keepdim, CODE["amax"])
 
 
 def amin(input, dim=(), keepdim=False):
-    dims = _dims(input, dim)
-    return _reduce(input, _amax_amin(input._arr, dims, False), dims, keepdim, CODE["amin"])
+    value, dims = _amax_amin(input, dim, False)
+    return _reduce(input, value, dims, keepdim, CODE["amin"])
 
 
 def prod(input, dim=None, keepdim=False, dtype=None):

@@ -551,9 +551,9 @@ def cat(tensors, dim=0):
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. "
                                    f"Expected size {m} but got size {n} for tensor number {k} "
                                    "in the list.")
-    kept = [x for x, s in zip(tensors, skip) if not s]
-    value = np.concatenate([np.asarray(x._arr, rd.np) for x in kept], axis=dim)
-    return _join(kept, value, dim, CODE["cat"])
+    value = np.concatenate([np.asarray(x._arr, rd.np) for x, s in zip(tensors, skip) if not s],
+                           axis=dim)
+    return _join(tensors, value, dim, CODE["cat"])    # (a left-out piece: 0 per row)
 
 
 def _join(tensors, value, dim, code):
@@ -564,9 +564,8 @@ def _join(tensors, value, dim, code):
         return _leaf(_norm(value))
     outer = math.prod(value.shape[:dim])
     extras = [outer, len(tensors)]
-    for x in tensors:
-        s = x.shape
-        extras += [buf(t, x, False), math.prod(s[dim:])]
+    for x in tensors:      # its values per row: 0 for any empty piece (a left-out (0,) too)
+        extras += [buf(t, x, False), math.prod(x.shape) // outer if outer else 0]
     i = t.append(code, -1, -1, value, extras)
     return _result(_norm(value), t, i, requires_grad(*tensors))
 

@@ -25,7 +25,7 @@ _SHORT = 16     # vectors up to this long: softmax in Python (NumPy's calls cost
 def _value(arr, d, log):
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         a = arr.reshape(1) if arr.ndim == 0 else arr
-        z = a - np.amax(a, axis=d, keepdims=True)
+        z = a - np.amax(a, axis=d, keepdims=True, initial=-np.inf)   # (dim may be empty)
         e = np.exp(z)
         s = e.sum(axis=d, keepdims=True)
         out = z - np.log(s) if log else e / s

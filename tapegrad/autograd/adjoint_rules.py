@@ -250,7 +250,7 @@ def reduce(i, g, h):
     if name in ("sum", "sum_dim"):
         return [(a, spread)]
     if name in ("mean", "mean_dim"):
-        return [(a, spread * (nout / nin))]
+        return [(a, spread * (nout / nin) if nin else spread)]    # (empty: nothing to scale)
     x = h(a)
     if name in ("amax", "amin", "max_all", "min_all"):
         mask = _attains(h, i, x, in_shape, name.endswith("_all"))
