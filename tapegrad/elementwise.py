@@ -227,11 +227,13 @@ class _Fill:
 
 def _broadcast_fill(bcode, xd, yd, n, extras):
     """A ``_Fill`` for ``xd op yd`` where NumPy's broadcast loop is slow: two float64
-    arrays whose rows (the innermost merged loop) are short.  NumPy pays about 20 ns per
-    row: x - mu of (1000, 1, 10) and (10, 10) took twice as long as these loops.  The same
+    arrays whose rows (the innermost merged loop) are short and both contiguous.  NumPy
+    pays about 20 ns per row: x - mu of (1000, 1, 10) and (10, 10) took twice as long as
+    these loops (a column beside rows, read once per row, is NumPy's to do).  The same
     IEEE operations either way: the same bits.  None elsewhere (and until the background
     compile of a cold cache has compiled the loops: ``KIND_RULES``)."""
-    if n >= 512 and extras[3] <= _ROW_MAX and xd.__class__ is not float and \
+    if n >= 512 and extras[3] <= _ROW_MAX and extras[7] == 1 == extras[11] and \
+            xd.__class__ is not float and \
             yd.__class__ is not float and xd.dtype.char == "d" == yd.dtype.char and \
             xd.flags.c_contiguous and yd.flags.c_contiguous and not KIND_RULES.compiling():
         return _Fill(bcode, xd, yd, extras)

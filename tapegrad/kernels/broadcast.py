@@ -12,7 +12,7 @@ them in a register.  Where a broadcast was recorded as an ``expand`` entry, the
 broadcast operand was materialised (a copy per row), its adjoint swept and scattered
 back.
 """
-from numba import njit
+from numba import njit, uint64
 
 from .generated import OP_BROADCAST_ADD, OP_BROADCAST_DIV, OP_BROADCAST_MUL, OP_BROADCAST_SUB
 from .layout import extras_at, wants
@@ -55,49 +55,49 @@ def _grads(op, x, y, g):
 
 
 @njit(inline="always", **_JIT)
-def _rows(out, x, y, op):
-    """out = x op y over three slices of one length, each op in a loop of its own that
-    vectorises (``_fwd``'s rules)."""
-    n = out.shape[0]
+def _rows(OUT, k, X, pa, Y, pb, n, op):
+    """``OUT[k:k + n]`` = x op y, x and y rows of ``X`` at ``pa`` and ``Y`` at ``pb``, each
+    op in a loop of its own that vectorises (``_fwd``'s rules).  Indices unsigned: Numba
+    checks a signed index for a negative value, which kept these loops from vectorising
+    (and slices instead cost twice as much per row of 10)."""
     if op == OP_BROADCAST_ADD:
         for j in range(n):
-            out[j] = x[j] + y[j]
+            OUT[k + j] = X[pa + j] + Y[pb + j]
     elif op == OP_BROADCAST_SUB:
         for j in range(n):
-            out[j] = x[j] - y[j]
+            OUT[k + j] = X[pa + j] - Y[pb + j]
     elif op == OP_BROADCAST_MUL:
         for j in range(n):
-            out[j] = x[j] * y[j]
+            OUT[k + j] = X[pa + j] * Y[pb + j]
     else:
         for j in range(n):
-            out[j] = x[j] / y[j]
+            OUT[k + j] = X[pa + j] / Y[pb + j]
 
 
 @njit(**_JIT)
 def _rows_by(OUT, k, X, p, y, n, op, swap):
-    """``OUT[k:k + n]`` = x op y (y op x where ``swap``) for x = ``X[p:p + n]`` and a
-    number y: a row beside a column, in ``_rows``' loops (a call of its own: its slices
-    inlined beside ``_rows``' kept their reference counts, 5x slower)."""
-    out, x = OUT[k:k + n], X[p:p + n]
+    """``OUT[k:k + n]`` = x op y (y op x where ``swap``) for the row x of ``X`` at ``p``
+    and a number y: a row beside a column (``_rows``' loops; a call of its own: inlined
+    beside ``_rows``, it kept the loops of both from vectorising, 10x slower)."""
     if op == OP_BROADCAST_ADD:
         for j in range(n):
-            out[j] = x[j] + y
+            OUT[k + j] = X[p + j] + y
     elif op == OP_BROADCAST_MUL:
         for j in range(n):
-            out[j] = x[j] * y
+            OUT[k + j] = X[p + j] * y
     elif op == OP_BROADCAST_SUB:
         if swap:
             for j in range(n):
-                out[j] = y - x[j]
+                OUT[k + j] = y - X[p + j]
         else:
             for j in range(n):
-                out[j] = x[j] - y
+                OUT[k + j] = X[p + j] - y
     elif swap:
         for j in range(n):
-            out[j] = y / x[j]
+            OUT[k + j] = y / X[p + j]
     else:
         for j in range(n):
-            out[j] = x[j] / y
+            OUT[k + j] = X[p + j] / y
 
 
 @njit(**_JIT)
@@ -105,20 +105,21 @@ def apply(op, X, oa, Y, ob, OUT, k, lp):
     """``OUT[k:]`` = x op y over loops ``lp`` (an entry's extras), x read from ``X`` at
     ``oa`` and y from ``Y`` at ``ob``: the forward of a replay (all three the arena) and
     of an eager broadcast entry (its operands and result), one loop for both.  Rows run as
-    vectorised loops over slices (NumPy's broadcast loop, called once per row of 8, took
-    twice as long)."""
+    vectorised loops (NumPy's broadcast loop, called once per row of 8, took 4x as
+    long)."""
     s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = lp
+    n = uint64(s3)
     for i0 in range(s0):
         for i1 in range(s1):
             for i2 in range(s2):
                 pa = oa + i0 * a0 + i1 * a1 + i2 * a2
                 pb = ob + i0 * b0 + i1 * b1 + i2 * b2
                 if a3 == 1 and b3 == 1:
-                    _rows(OUT[k:k + s3], X[pa:pa + s3], Y[pb:pb + s3], op)
+                    _rows(OUT, uint64(k), X, uint64(pa), Y, uint64(pb), n, op)
                 elif a3 == 1 and b3 == 0:
-                    _rows_by(OUT, k, X, pa, Y[pb], s3, op, False)
+                    _rows_by(OUT, uint64(k), X, uint64(pa), Y[pb], n, op, False)
                 elif a3 == 0 and b3 == 1:
-                    _rows_by(OUT, k, Y, pb, X[pa], s3, op, True)
+                    _rows_by(OUT, uint64(k), Y, uint64(pb), X[pa], n, op, True)
                 else:
                     for i3 in range(s3):
                         OUT[k + i3] = _fwd(op, X[pa + i3 * a3], Y[pb + i3 * b3])
