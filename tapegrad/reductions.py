@@ -258,11 +258,14 @@ def argmin(input, dim=None, keepdim=False):
 
 
 # -- composites ----------------------------------------------------------------------------
-def composite(node_name, fn, *inputs, transposed=None):
+def composite(node_name, fn, *inputs, transposed=None, reads=()):
     """Run ``fn()`` and show the entries it records as one Node ``node_name``: the inner
     entries are hidden, and the graph views look through them to ``inputs``.  Input
     number ``transposed`` (a weight that ``fn`` reads transposed in place) shows behind
-    a TBackward0 of its own, as PyTorch records ``weight.t()``."""
+    a TBackward0 of its own, as PyTorch records ``weight.t()``.  The inputs numbered in
+    ``reads`` are those PyTorch's one backward op reads: a ``create_graph`` gradient
+    through the Node requires grad if one of them does, as there, also where the inner
+    entries' rules do not read it (a bias's gradient sums the incoming one)."""
     t = recording(*inputs)
     start = t.next if t is not None else 0
     out = fn()
@@ -274,6 +277,9 @@ def composite(node_name, fn, *inputs, transposed=None):
         if transposed is not None and ins[transposed] >= 0:
             ins[transposed] = ("t", ins[transposed])
         t.autograd.composite_inputs[out._i] = ins
+        read = [ins[k] for k in reads if ins[k] != -1]
+        if read:
+            t.autograd.composite_reads[out._i] = (start, read)
     return out
 
 

@@ -4,11 +4,13 @@ With ``create_graph=True`` the reverse sweep must emit its adjoint computation a
 entries, so that the gradient is itself differentiable.  The elementwise rules are the
 op table's own reverse expressions and helpers, walked on tensors (``_TensorRules``):
 no tensor copy of any helper is kept here.  Masks such as relu's step come out as
-``where`` of constants (no gradient).  A mask or choice taken from the tape's values
-(``where``'s condition, the extrema of a max, prod's zeros) is a comparison of its
-tensors, which tracing records, or guarded: ``Traced.hvp`` replays these rules at new
-inputs.  The structural kinds apply the transpose of their linear map with gathers,
-sums and matrix products.
+``where`` of constants (no gradient); where PyTorch's backward reads a value all the
+same (relu's result, a composite's inputs), the gradient is ``read_with`` it, so that
+it requires grad as there and a further gradient gives zeros.  A mask or choice taken
+from the tape's values (``where``'s condition, the extrema of a max, prod's zeros) is a
+comparison of its tensors, which tracing records, or guarded: ``Traced.hvp`` replays
+these rules at new inputs.  The structural kinds apply the transpose of their linear
+map with gathers, sums and matrix products.
 
 Each rule takes ``(i, g, h)``: the entry, the tensor adjoint of its result and ``h``,
 a reader of the tape (columns, shapes, extras, values of the entries recorded before
@@ -105,6 +107,40 @@ def _wants(h, j):
     return j >= 0 and h.OP[j] != CONST and (h.needed is None or h.needed(j))
 
 
+def read_with(v, s):
+    """``v`` (a gradient), bit for bit, read with ``s``: as a PyTorch backward op that
+    reads a saved tensor (relu's ``threshold_backward``), what is computed from it
+    requires grad if ``s`` does, whatever its derivative in ``s`` (zero: a further
+    gradient is zeros, not an error).  A ``where`` whose condition holds nowhere, ``s``
+    (or, where it does not broadcast to ``v``, its first element) on the side never
+    taken; its rule (``where``) reads ``s`` again for v's own gradient, as PyTorch's
+    formulas do (the gradient of ``threshold_backward`` in its grad is another)."""
+    from ..elementwise import where
+    if not s.requires_grad or not s.numel():
+        return v
+    shape, to = tuple(s.shape), tuple(v.shape)
+    if len(shape) > len(to) or any(n not in (1, m) for n, m in zip(shape[::-1], to[::-1])):
+        s = s.reshape(-1)[0]
+    out = where(np.zeros(to, np.bool_), s if s.dtype == v.dtype else s.to(v.dtype), v)
+    out._t.autograd.kept.add(out._i)
+    return out
+
+
+class Zero:
+    """The zero contribution of a ``read_with`` to what it reads (PyTorch's
+    ``zeros_like``): the walk's adjoint is zeros only where nothing else adds to it, as
+    the compiled sweep leaves an input a ``where`` never selects."""
+
+    __slots__ = ("like",)
+
+    def __init__(self, like):
+        self.like = like
+
+    def zeros(self):
+        from ..tensor import from_array
+        return from_array(np.zeros(tuple(self.like.shape), self.like._arr.dtype))
+
+
 def elementwise(i, g, h):
     """The table's rule on tensors (``h`` also holds the columns as lists)."""
     a, b, c, c2 = h.A[i], h.B[i], h.C[i], h.C2[i]
@@ -113,6 +149,8 @@ def elementwise(i, g, h):
     r = h(i)
     op = BY_CODE[h.OP[i]]
     env = {"x": x, "y": y, "r": r, "g": g, "c2": c2}
+    if op.kept and _is_tensor(env[op.kept]):
+        env["g"] = read_with(g, env[op.kept])
     rules = _TensorRules(g.dtype)
     out = []
     if _wants(h, a):
@@ -180,8 +218,11 @@ def where(i, g, h):
     """The condition as the tensor of its buffer (a comparison of it, recorded while
     tracing): a replay of the gradient recomputes the mask at its own inputs."""
     from .. import elementwise
-    mask = h(h.condition(i)) != 0.0
     a, b = h.A[i], h.B[i]
+    if i in h.t.autograd.kept:      # read_with's: all of g to b, read with a again
+        return ([(a, Zero(g))] if _wants(h, a) else []) + \
+            ([(b, read_with(g, h(a)))] if _wants(h, b) else [])
+    mask = h(h.condition(i)) != 0.0
     out = []
     if _wants(h, a):
         out.append((a, elementwise.where(mask, g, 0.0)))
@@ -257,8 +298,11 @@ def reduce(i, g, h):
         dims = tuple(d for d, s in enumerate(h.extras(i)[:len(in_shape)]) if s == 0)
         count = mask.sum(dims, keepdim=True) if dims else mask     # (reduced: stride 0)
         return [(a, spread * mask / _spread(h, i, count, in_shape))]
-    # prod: the product of the others, by division where no factor is zero (while
-    # tracing, ``any`` guards where the zeros are: a replay at others records again)
+    # prod: g itself for a 0-d input (PyTorch's prod_backward: no factor to read), else
+    # the product of the others, by division where no factor is zero (while tracing,
+    # ``any`` guards where the zeros are: a replay at others records again)
+    if not in_shape:
+        return [(a, spread)]
     if not (x == 0.0).any():
         return [(a, spread * _spread(h, i, h(i), in_shape) / x)]
     gs = nin // nout

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import tape as tp
 from ..tensor import Tensor, _result, from_array
-from .adjoint_rules import HOST_FIRST, HOST_LAST, RULES, Scattered, gathered
+from .adjoint_rules import HOST_FIRST, HOST_LAST, RULES, Scattered, Zero, gathered, read_with
 from .graph import edges, node_outputs
 from .hooks import apply_hooks
 from .saved_hooks import rule_contributions
@@ -30,12 +30,17 @@ def seeds_as_tensors(grad_outputs, seeds):
 
 
 def _add(adj, scattered, j, c):
+    """Adds contribution c to buffer j's adjoint: a tensor, pieces to scatter (None until
+    they are), or a ``Zero`` that any other contribution replaces."""
+    old = adj.get(j)
     if c.__class__ is Scattered:
         scattered.setdefault(j, []).append(c)
-        adj.setdefault(j, None)
-        return
-    old = adj.get(j)
-    adj[j] = c if old is None else old + c
+        if old is None or old.__class__ is Zero:
+            adj[j] = None
+    elif c.__class__ is Zero:
+        adj.setdefault(j, c)
+    else:
+        adj[j] = c if old is None or old.__class__ is Zero else old + c
 
 
 def _complete(h, adj, scattered, i):
@@ -47,7 +52,7 @@ def _complete(h, adj, scattered, i):
     if pieces:
         s = gathered(pieces, h.size(i), h.shape(i))
         g = s if g is None else g + s
-    return g
+    return g.zeros() if g.__class__ is Zero else g
 
 
 class _Reader(tp.Layout):
@@ -97,6 +102,7 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
     live = np.zeros(n, np.uint8)
     OP, FLAGS = h.OP, t.FLAGS[:n].tolist()
     arrive = _Arrival(t, want_at, found)
+    reads, inner = t.autograd.composite_reads, None
     for i in range(max(adj), -1, -1):
         g = _complete(h, adj, scattered, i)
         if g is None:
@@ -122,13 +128,19 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
             for e, _, _, _ in t.autograd.functions[i].outputs:
                 live[e] = 1             # nor its backward
             continue
+        g = arrive(i, g)
+        if inner is not None and i < inner.first:
+            inner = None
+        if i in reads:
+            inner = _Inner(t, h, i)
         if node is not None:
-            contributions = _hooked_node(t, h, node, i, arrive(i, g), adj, scattered, live,
-                                         arrive)
+            contributions = _hooked_node(t, h, node, i, g, adj, scattered, live, arrive)
         elif HOST_FIRST <= op <= HOST_LAST:
-            contributions = _function(t, h, i, arrive(i, g), adj, scattered, live, arrive)
+            contributions = _function(t, h, i, g, adj, scattered, live, arrive)
         else:
-            contributions = rule_contributions(RULES[op], t, h, i, arrive(i, g))
+            contributions = rule_contributions(RULES[op], t, h, i, g)
+        if inner is not None:
+            contributions = inner.read(contributions)
         for j, c in contributions:
             _add(adj, scattered, j, c)
     if t.autograd.modified:
@@ -136,6 +148,30 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
         if err is not None:
             raise err
     return t, live
+
+
+class _Inner:
+    """The composite (``reductions.composite``) whose inner entries the walk is in: what
+    they pass to its inputs is the gradient of its one PyTorch Node, which reads some of
+    them (``reads``), so where it would not require grad it is ``read_with`` the first."""
+
+    __slots__ = ("first", "ins", "s")
+
+    def __init__(self, t, h, i):
+        self.first, read = t.autograd.composite_reads[i]
+        self.ins = {b[1] if b.__class__ is tuple else b for b in t.autograd.composite_inputs[i]}
+        self.s = h(read[0])
+
+    def read(self, contributions):
+        return [(j, self._read(c) if j in self.ins else c) for j, c in contributions]
+
+    def _read(self, c):
+        if c.__class__ is Scattered:
+            if not c.g.requires_grad:
+                c.g = read_with(c.g, self.s)
+        elif c.__class__ is not Zero and not c.requires_grad:
+            c = read_with(c, self.s)
+        return c
 
 
 class _Arrival:

@@ -75,6 +75,11 @@ class Op:
     dunders: tuple = ()       # the Python operators that are this op (``__add__``, ...)
     rdunder: str = ""         # the reflected operator (a Python number on the left)
     aliases: tuple = ()       # PyTorch's other names for it (``subtract``)
+    kept: str = ""            # ew: the operand ('x') or result ('r') that PyTorch's backward
+                              # reads where the rule reads none or only compares it
+                              # (relu's threshold_backward reads the result; square is
+                              # pow(x, 2), whose gradient reads x.pow(1)): a create_graph
+                              # gradient requires grad through it (``adjoint_rules.read_with``)
 
 
 E = "ew"
@@ -128,14 +133,14 @@ OPS = (
     Op(18, "sigmoid", E, 1, "SigmoidBackward0", "sm.sigmoid(x)", "g * r * (1.0 - r)",
        saves=("result",)),
     Op(19, "relu", E, 1, "ReluBackward0", "sm.relu(x)", "0.0 if r <= 0.0 else g", saves=("result",),
-       np_fwd=lambda x: np.maximum(x, 0), int_closed=True),
+       np_fwd=lambda x: np.maximum(x, 0), int_closed=True, kept="r"),
     Op(20, "abs", E, 1, "AbsBackward0", "abs(x)", "g * sm.sign(x)", saves=("self",), py=abs,
        np_fwd=np.abs, int_closed=True, exact=True,
        dunders=("__abs__",), aliases=("absolute",)),
     Op(21, "sign", E, 1, "SignBackward0", "sm.sign(x)", "0.0", np_fwd=np.sign,
        int_closed=True),
     Op(22, "square", E, 1, "PowBackward0", "x * x", "2.0 * g * x", saves=("self",),
-       np_fwd=np.square, int_closed=True, exact=True),
+       np_fwd=np.square, int_closed=True, exact=True, kept="x"),
     Op(23, "reciprocal", E, 1, "ReciprocalBackward0", "1.0 / x", "-g * (r * r)", saves=("result",),
        domain=_POS, np_fwd=np.reciprocal, exact=True),
     Op(24, "softplus", E, 1, "SoftplusBackward0", "sm.softplus(x)", "g * sm.softplus_grad(x)",

@@ -3,9 +3,9 @@
 
 class EntryState:
     """What the autograd layer keeps about some entries of a tape, in a room of its own
-    (the tape's columns know none of it): each a dict keyed by entry index."""
+    (the tape's columns know none of it): each a dict (or set) keyed by entry index."""
     __slots__ = ("retained", "views", "hooks", "hook_dtypes", "node_hooks", "packed",
-                 "functions", "modified", "composite_inputs")
+                 "functions", "modified", "composite_inputs", "composite_reads", "kept")
 
     def __init__(self):
         self.retained = {}       # non-leaf Tensor that retains its grad
@@ -18,3 +18,6 @@ class EntryState:
         self.modified = {}       # (tensor, version now, version saved): in-place ops
         self.composite_inputs = {}   # a composite op's inputs' buffers (-1: none; ("t", b):
                                      # b read transposed in place), in order
+        self.composite_reads = {}    # a composite op's first entry, and its inputs' buffers
+                                     # that PyTorch's one backward op reads
+        self.kept = set()            # where entries that are ``adjoint_rules.read_with``'s

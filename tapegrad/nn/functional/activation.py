@@ -36,4 +36,5 @@ def gelu(input, approximate="none"):
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """x where x > 0, else negative_slope * x (the slope's side at 0, as PyTorch)."""
     return composite("LeakyReluBackward0",
-                     lambda: where(input > 0, input, input * negative_slope), input)
+                     lambda: where(input > 0, input, input * negative_slope), input,
+                     reads=(0,))

@@ -189,7 +189,7 @@ def convolution(input, weight, bias, stride, pad_lo, pad_hi, dilation, groups, m
             y = y + bias.reshape(o_ch, 1, 1)
         y = y.reshape(1, o_ch, -1) if n == 1 else y.permute(1, 0, 2)
         return y.reshape(n, o_ch, *out)
-    return composite("ConvolutionBackward0", body, input, weight, bias)
+    return composite("ConvolutionBackward0", body, input, weight, bias, reads=(0, 1))
 
 
 def _conv(nd, name, input, weight, bias, stride, padding, dilation, groups):

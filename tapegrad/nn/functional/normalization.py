@@ -41,7 +41,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         if bias is not None:
             y = y + bias
         return y
-    return composite("NativeLayerNormBackward0", body, input, weight, bias)
+    return composite("NativeLayerNormBackward0", body, input, weight, bias, reads=(0, 1, 2))
 
 
 def _update(stat, value, momentum):
@@ -82,7 +82,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if bias is not None:
             y = y + bias.reshape(shape)
         return y
-    out = composite("NativeBatchNormBackward0", body, input, weight, bias)
+    out = composite("NativeBatchNormBackward0", body, input, weight, bias, reads=(0, 1))
     if training and (running_mean is not None or running_var is not None):
         x = input._arr
         mean = x.mean(axis=dims)

@@ -84,7 +84,7 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode):
         values, taps = max(flat[idx], dim=-1)          # (planes, positions)
         winners.append(taps._arr)
         return values.reshape(lead + out)
-    values = composite("MaxPool2DWithIndicesBackward0", body, input)
+    values = composite("MaxPool2DWithIndicesBackward0", body, input, reads=(0,))
     at = win[np.arange(win.shape[0])[None, :], winners[0]]          # (planes, positions)
     return values, from_array(np.ascontiguousarray(at).reshape(lead + out))
 
