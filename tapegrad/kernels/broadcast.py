@@ -132,6 +132,25 @@ def forward(i, tape, omap):
     apply(OP[i], V, OFF[A[i]], V, OFF[B[i]], V, OFF[i], loops(i, META, IAUX))
 
 
+@njit(**_JIT)
+def _add_row(G, q, g, n, plus):
+    """``G[q:q + n] += G[g:g + n]`` (or ``-G[g:g + n]``): one operand's row of + or -,
+    indices unsigned so that the loop vectorises (``_rows``)."""
+    if plus:
+        for v in range(n):
+            G[q + v] += G[g + v]
+    else:
+        for v in range(n):
+            G[q + v] += -G[g + v]
+
+
+@njit(**_JIT)
+def _add_products(G, q, g, V, r, n):
+    """``G[q:q + n] += G[g:g + n] * V[r:r + n]``: a row of *, as ``_add_row``."""
+    for v in range(n):
+        G[q + v] += G[g + v] * V[r + v]
+
+
 # The reverse adds one operand's adjoints at a time, each op in a loop nest of its own
 # whose innermost loop does one thing (every op's loops selected by ``op`` inside one
 # nest ran 5x slower: LLVM kept the register sum of a short row in memory), in one
@@ -165,8 +184,7 @@ def _side(G, V, op, side, lp, oa, ob, k):
                             acc += G[g + v * k_in] * V[r + v * o_in]
                         G[q] = acc
                     elif d_in == 1 and o_in == 1 and k_in == 1:
-                        for v in range(n_in):
-                            G[q + v] += G[g + v] * V[r + v]
+                        _add_products(G, uint64(q), uint64(g), V, uint64(r), uint64(n_in))
                     else:
                         for v in range(n_in):
                             G[q + v * d_in] += G[g + v * k_in] * V[r + v * o_in]
@@ -180,6 +198,8 @@ def _side(G, V, op, side, lp, oa, ob, k):
                             for v in range(n_in):
                                 acc += -G[g + v * k_in]
                         G[q] = acc
+                    elif d_in == 1 and k_in == 1:
+                        _add_row(G, uint64(q), uint64(g), uint64(n_in), sign > 0)
                     elif sign > 0:
                         for v in range(n_in):
                             G[q + v * d_in] += G[g + v * k_in]
