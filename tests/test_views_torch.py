@@ -253,6 +253,20 @@ def view_of_an_expand_overlaps(m):
     return x
 
 
+@program
+def grad_accumulates_in_its_own_storage(m):
+    x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * x).sum().backward()
+    g, v, version = x.grad, x.grad[1:], x.grad._version
+    a = x.grad.numpy()                   # shares the gradient's storage
+    (x * 3).sum().backward()             # (PyTorch's own backward ops may count too)
+    y = m.ones(2, 3, dtype=m.float32, requires_grad=True)
+    (y * 2).sum().backward()
+    (y * y).sum().backward()
+    return [g is x.grad, g._version - version, v, a, x.grad, y.grad,
+            str(y.grad.dtype).split(".")[-1]]
+
+
 def test_programs_cover_the_cases():
     assert len(PROGRAMS) >= 14
 

@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 
+from .. import views
 from ..grad_mode import STATE, set_grad_enabled
 from ..tensor import Size, Tensor, _leaf, _new, _norm
 from . import anomaly, engine, nan_trace
@@ -88,8 +89,24 @@ def _accumulate(x, g):
     if old is None:
         extra["_grad"] = _leaf(_norm(np.array(g, d.dtype)))   # always a copy: g may view G
     else:
-        old._d = _norm(np.asarray(old._arr + g, d.dtype))
+        if _own_array(old, d):        # in place, as PyTorch's (no fresh memory to fault in)
+            np.add(old._d, g, out=old._d, casting="unsafe")
+            old._version += 1
+        else:
+            old._d = _norm(np.asarray(old._arr + g, d.dtype))
+        if "_views" in old.__dict__:  # (views of .grad see it, as PyTorch's storage)
+            views.refresh(old)
     return g
+
+
+def _own_array(grad, d):
+    """May ``.grad`` take an addition in its own array (x's value ``d``)?  Yes for a
+    gradient of x's shape and dtype that no tape holds (no history, never registered)
+    and that is no view of another tensor."""
+    a = grad._d
+    return (a.__class__ is np.ndarray and a.dtype == d.dtype and a.shape == d.shape
+            and a.flags.writeable and grad._t is None and not grad._tid
+            and "_view" not in grad.__dict__)
 
 
 def accumulate_recorded(x, g):
