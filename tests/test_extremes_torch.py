@@ -66,7 +66,8 @@ def test_binary_then_unary(op):
 def test_quotient_and_reciprocal_gradients_overflow_as_pytorchs(n):
     """Where a gradient's factors overflow in one order and not another, PyTorch's order
     decides: ``-g * ((x / y) / y)`` for a quotient's divisor, ``-g * (r * r)`` for a
-    reciprocal (a product taken in another order was finite where PyTorch's is inf)."""
+    reciprocal, ``g * (2 * x)`` for a square (a product taken in another order was finite
+    where PyTorch's is inf)."""
     xs = np.resize([1e308, 3.0, 1e-300, 2.0, -5.0], n)
     ys = np.resize([0.62, 1e-200, 1e-200, 1e-160, 1e-170], n)
     gs = np.resize([0.3, 1e-250, 1e250, 1e-10, 1e-100], n)
@@ -76,5 +77,8 @@ def test_quotient_and_reciprocal_gradients_overflow_as_pytorchs(n):
         ((x / y) * m.tensor(gs)).sum().backward()
         r = m.tensor(ys, requires_grad=True)
         (r.reciprocal() * m.tensor(gs)).sum().backward()
-        out.append(np.concatenate([x.grad.numpy(), y.grad.numpy(), r.grad.numpy()]))
+        s = m.tensor(xs, requires_grad=True)
+        (s.square() * m.tensor(gs)).sum().backward()
+        out.append(np.concatenate([x.grad.numpy(), y.grad.numpy(), r.grad.numpy(),
+                                   s.grad.numpy()]))
     np.testing.assert_array_equal(out[0], out[1])

@@ -139,7 +139,7 @@ OPS = (
        dunders=("__abs__",), aliases=("absolute",)),
     Op(21, "sign", E, 1, "SignBackward0", "sm.sign(x)", "0.0", np_fwd=np.sign,
        int_closed=True),
-    Op(22, "square", E, 1, "PowBackward0", "x * x", "2.0 * g * x", saves=("self",),
+    Op(22, "square", E, 1, "PowBackward0", "x * x", "g * (2.0 * x)", saves=("self",),
        np_fwd=np.square, int_closed=True, exact=True, kept="x"),
     Op(23, "reciprocal", E, 1, "ReciprocalBackward0", "1.0 / x", "-g * (r * r)", saves=("result",),
        domain=_POS, np_fwd=np.reciprocal, exact=True),
