@@ -14,6 +14,7 @@ import numpy as np
 
 from . import dtypes, views
 from .grad_mode import STATE
+from .record import broadcast_shape
 from .tape import HIDDEN, current_tape, live_tape
 from .tensor import Tensor, _leaf, _norm, _result
 from .tracing import freeze, shares_storage, traced_entry
@@ -140,6 +141,20 @@ def _check(x):
                            "details.")
 
 
+def check_broadcast(x, *operands):
+    """An in-place op's tensor operands must broadcast to x's own shape: out of place the
+    result would take the larger shape, which x (and the base it views) cannot.  Checked
+    before anything is recorded or noted as modified, with PyTorch's messages (self's
+    shape first, then each operand's, as its TensorIterator broadcasts them)."""
+    shape = want = tuple(x.shape)
+    for o in operands:
+        if isinstance(o, Tensor):
+            shape = broadcast_shape(shape, tuple(o.shape))
+    if shape != want:
+        raise RuntimeError(f"output with shape {list(want)} doesn't match the broadcast shape "
+                           f"{list(shape)}")
+
+
 def inplace_form(name, arity):
     """``x.name_(...)``: the op ``name`` out of place, adopted by x."""
     if arity == 1:
@@ -149,6 +164,7 @@ def inplace_form(name, arity):
     else:
         def method(self, other, *, alpha=None):
             _check(self)
+            check_broadcast(self, other)
             if alpha is not None:
                 other = other * alpha
             return _adopt(self, lambda: getattr(Tensor, name)(self, other))
@@ -158,6 +174,7 @@ def inplace_form(name, arity):
 
 def clamp_(self, min=None, max=None):
     _check(self)
+    check_broadcast(self, min, max)
     return _adopt(self, lambda: self.clamp(min, max))
 
 
@@ -172,19 +189,20 @@ def fill_(self, value):
 def copy_(self, src):
     if not isinstance(src, Tensor):
         src = _full_like(self, src)
-    if tuple(src.shape) != tuple(self.shape):
-        src = src.expand(*self.shape)
     return _overwrite(self, src, "torch::autograd::CopyBackwards")
 
 
 def _overwrite(x, value, node):
-    """x's elements all replaced by ``value`` (a tensor of x's shape), in place.  In grad
-    mode, if x or value has a history, x's new history is one Node ``node`` (PyTorch's
-    ZeroBackward0 / FillBackward2 / CopyBackwards) that sends x's old history no gradient
-    and value all of it: ``where(False, x, value)``.  Under no_grad x keeps its history,
+    """x's elements all replaced by ``value`` (a tensor that broadcasts to x's shape), in
+    place.  In grad mode, if x or value has a history, x's new history is one Node
+    ``node`` (PyTorch's ZeroBackward0 / FillBackward2 / CopyBackwards) that sends x's old
+    history no gradient and value all of it: ``where(False, x, value)``.  Under no_grad x keeps its history,
     as in PyTorch."""
     from .elementwise import where
     _check(x)
+    check_broadcast(x, value)
+    if tuple(value.shape) != tuple(x.shape):
+        value = value.expand(*x.shape)
     if not (STATE.grad and (x._t is not None or value._rg)):
         return _adopt(x, lambda: value.detach())
 

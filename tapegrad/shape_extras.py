@@ -6,7 +6,7 @@ import numpy as np
 
 from . import dtypes, views
 from .elementwise import where
-from .inplace import _adopt, _check
+from .inplace import _adopt, _check, check_broadcast
 from .ops.table import CODE
 from .record import broadcast_shape, contiguous
 from .reductions import composite
@@ -145,11 +145,8 @@ def masked_fill_(self, mask, value):
     """In place: ``mask`` must broadcast to self's shape."""
     _check_mask(mask)
     _check_value(mask, value)
-    shape = broadcast_shape(tuple(mask.shape), tuple(self.shape))
-    if shape != tuple(self.shape):
-        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
-                           f"shape {list(shape)}")
     _check(self)
+    check_broadcast(self, mask)
     return _adopt(self, lambda: masked_fill(self, mask, value))
 
 

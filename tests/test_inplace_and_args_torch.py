@@ -1,0 +1,129 @@
+"""In-place ops whose operands broadcast beyond their target, ``autograd.grad`` with an
+input listed twice, uint8 masks, the legacy ``size_average`` / ``reduce`` loss arguments
+and ``split`` / ``chunk`` at their edges.  Each program runs with torch and tapegrad in
+float64; values (with shapes), gradients and errors (type and message start) must agree."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import tapegrad
+from torch_programs import plain, registry
+
+pytestmark = pytest.mark.usefixtures("torch_float64")
+PROGRAMS, program = registry()
+
+
+# -- 1. an in-place op never takes a larger, broadcast shape ---------------------------------
+@program
+def inplace_mul_broadcasts_beyond_target(m):
+    y = m.tensor([1.0, 2.0])
+    y.mul_(m.ones(3, 1))
+    return y
+
+
+@program
+def inplace_add_through_view_broadcasts_beyond_it(m):
+    base = m.zeros(2, 2)
+    base[0].add_(m.ones(2, 2))
+    return base
+
+
+@program
+def inplace_on_non_leaf_broadcasts_beyond_it(m):
+    w = m.tensor([1.0, 2.0], requires_grad=True)
+    z = w * 1
+    z.add_(m.ones(2, 2))
+    z.sum().backward()
+    return w.grad
+
+
+@program
+def inplace_on_0d_broadcasts_beyond_it(m):
+    return m.tensor(1.0).sub_(m.ones(2))
+
+
+@program
+def inplace_iadd_broadcasts_beyond_target(m):
+    y = m.tensor([1.0, 2.0])
+    y += m.ones(2, 2)
+    return y
+
+
+@program
+def inplace_operands_that_do_not_broadcast(m):
+    return m.tensor([1.0, 2.0]).add_(m.ones(3))
+
+
+@program
+def inplace_clamp_tensor_bounds_broadcast_beyond_target(m):
+    return m.tensor([1.0, 2.0]).clamp_(None, m.zeros(2, 2))
+
+
+@program
+def inplace_clamp_tensor_bounds_that_do_not_broadcast(m):
+    return m.tensor([1.0, 2.0]).clamp_(m.zeros(3, 2), m.zeros(2, 1))
+
+
+@program
+def inplace_masked_fill_mask_broadcasts_beyond_target(m):
+    return m.zeros(2, 1).masked_fill_(m.ones(3, dtype=m.bool), 1.0)
+
+
+@program
+def inplace_copy_broadcasts_src_to_target(m):
+    x = m.zeros(2, 3)
+    w = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    x.copy_(w * 2)
+    (x * x).sum().backward()
+    return [x, w.grad]
+
+
+@pytest.mark.parametrize("src", [(2, 2), (1, 2), (3,), (3, 1)])
+def test_copy_src_must_broadcast_to_target(src):
+    def prog(m):
+        return m.zeros(2).copy_(m.ones(*src))
+    assert _run(prog, tapegrad) == _run(prog, torch)
+
+
+@program
+def inplace_leaf_check_comes_before_the_shape_check(m):
+    return m.zeros(2, requires_grad=True).add_(m.ones(2, 2))
+
+
+@program
+def inplace_that_fits_after_a_refused_one(m):
+    w = m.tensor([1.0, 2.0], requires_grad=True)
+    z = w * 3
+    try:
+        z.mul_(m.ones(2, 2))
+    except RuntimeError:
+        pass
+    z.mul_(m.tensor([[2.0, 5.0]]).squeeze(0))
+    z.sum().backward()
+    return [z, w.grad, z._version]
+
+
+def _run(prog, m):
+    """``prog(m)`` as plain Python with each tensor's shape, or ("error", its type, the
+    start of its message)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _shaped(prog(m))
+    except Exception as e:         # noqa: BLE001 (the error is the answer to compare)
+        return ("error", type(e).__name__, str(e)[:60])
+
+
+def _shaped(r):
+    if isinstance(r, (list, tuple)):
+        return [_shaped(v) for v in r]
+    if isinstance(r, (torch.Tensor, tapegrad.Tensor)):
+        return (tuple(r.shape), str(r.dtype).split(".")[-1], np.round(plain(r), 12).tolist())
+    return r
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_like_torch(name):
+    assert _run(PROGRAMS[name], tapegrad) == _run(PROGRAMS[name], torch)
