@@ -105,6 +105,52 @@ def inplace_that_fits_after_a_refused_one(m):
     return [z, w.grad, z._version]
 
 
+# -- 2. autograd.grad with an input listed twice ---------------------------------------------
+@program
+def grad_same_leaf_twice(m):
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    return list(m.autograd.grad((x ** 2).sum(), [x, x]))
+
+
+@program
+def grad_same_leaf_twice_allow_unused(m):
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    y = m.tensor([1.0, 2.0], requires_grad=True)
+    return list(m.autograd.grad((x ** 2).sum() + y.sum(), [x, y, x], allow_unused=True))
+
+
+@program
+def grad_same_intermediate_twice(m):
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    return list(m.autograd.grad((y ** 2).sum(), [y, x, y]))
+
+
+@program
+def grad_same_leaf_twice_create_graph(m):
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    a, b = m.autograd.grad((x ** 3).sum(), [x, x], create_graph=True)
+    (a * b).sum().backward()
+    return [a, b, x.grad, a is b]
+
+
+@program
+def grad_same_leaf_twice_runs_its_hook_once(m):
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    calls = []
+    x.register_hook(lambda g: calls.append(1) or g * 10)
+    return list(m.autograd.grad((x ** 2).sum(), [x, x])) + [len(calls)]
+
+
+@program
+def backward_inputs_same_tensor_twice(m):
+    x = m.tensor([1.0, 2.0], requires_grad=True)
+    z = x * 1
+    z.retain_grad()
+    (z ** 2).sum().backward(inputs=[x, z, x, z])
+    return [x.grad, z.grad]
+
+
 def _run(prog, m):
     """``prog(m)`` as plain Python with each tensor's shape, or ("error", its type, the
     start of its message)."""

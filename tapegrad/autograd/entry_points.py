@@ -36,6 +36,13 @@ def _as_tuple(x):
     return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 
 
+def _distinct(tensors):
+    """``tensors`` without repeats (by identity), in order: a tensor listed twice as an
+    input of ``grad`` / ``backward`` is one input to the sweep, its hooks and its
+    ``.grad``, as PyTorch's; ``grad`` hands its gradient back at each place."""
+    return tuple({id(x): x for x in tensors}.values())
+
+
 _ONE = np.ones(())           # the seed of a 0-d output (read only: shared)
 _ONE.flags.writeable = False
 
@@ -140,7 +147,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     seeds = _prepare(outputs, grad_tensors, create_graph)
     accumulate = _detached(accumulate_recorded) if traced else \
         accumulate_recorded if create_graph else _accumulate
-    inputs = _as_tuple(inputs)
+    inputs = _distinct(_as_tuple(inputs))
     if inputs:
         _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
         with _ACCUMULATE:
@@ -210,11 +217,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         retain_graph = create_graph
     traced, create_graph = _while_tracing(create_graph)
     seeds = _prepare(outputs, grad_outputs, create_graph)
-    _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
+    distinct = _distinct(inputs)
+    _, found = engine.run(outputs, seeds, retain_graph, distinct, create_graph=create_graph)
     if traced:
         found = [None if g is None else g.detach() for g in found]
-    result = []
-    for x, g in zip(inputs, found):
+    result = {}
+    for x, g in zip(distinct, found):
         if g is not None and x._t is None and x.__dict__ and "_hooks" in x.__dict__:
             g = _leaf_hooks(x, g, create_graph)        # a leaf's tensor hooks run, as torch
         if g is None:
@@ -225,12 +233,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             zero = _leaf(_norm(np.zeros(x.shape, x.dtype.np))) if materialize_grads else None
             if zero is not None and create_graph and not traced:
                 zero.requires_grad_()          # (as PyTorch's materialized zeros)
-            result.append(zero)
+            result[id(x)] = zero
         elif create_graph:
-            result.append(g if g.dtype == x.dtype else g.to(x.dtype))
+            result[id(x)] = g if g.dtype == x.dtype else g.to(x.dtype)
         else:
-            result.append(_leaf(_norm(np.asarray(g, x.dtype.np))))
-    return tuple(result)
+            result[id(x)] = _leaf(_norm(np.asarray(g, x.dtype.np)))
+    return tuple(result[id(x)] for x in inputs)
 
 
 def _leaf_hooks(x, g, create_graph):
