@@ -250,8 +250,9 @@ def setitem(self, key, value):
     hidden entries) to ``value``.  Where ``key`` repeats a position, the value written
     there last gets its gradient (PyTorch leaves repeated indices undefined)."""
     from .elementwise import where
-    from .shape_ops import _is_advanced, getitem, legacy_key
+    from .shape_ops import _is_advanced, byte_masks, getitem, legacy_key
     key = legacy_key(key)
+    byte_key, key = key, byte_masks(key)
     advanced = _is_advanced(key)
     if self._t is None and self._rg and STATE.grad:
         raise RuntimeError(("" if advanced else "a view of ") + "a leaf Variable that requires "
@@ -268,7 +269,19 @@ def setitem(self, key, value):
     # positions of the elements x[key] selects, shaped and ordered as x[key] (PyTorch's
     # indexing rules and errors: getitem of a tensor of positions)
     pos = np.asarray(getitem(_leaf_like(np.arange(self.numel()).reshape(shape)), key)._arr)
+    if key is not byte_key and _masked_fill(key, value):
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
     return place(self, pos, value, advanced=advanced, traced=traced)
+
+
+def _masked_fill(key, value):
+    """Does PyTorch write ``x[key] = value`` as ``masked_fill_``: one element to write and
+    one index tensor, a mask?  (Its masked_fill_ refuses a uint8 mask.)"""
+    comps = key if isinstance(key, tuple) else (key,)
+    indices = [k for k in comps if isinstance(k, (list, np.ndarray, Tensor))]
+    return (value.numel() if isinstance(value, Tensor) else np.size(value)) == 1 and \
+        len(indices) == 1 and indices[0].__class__ is Tensor and indices[0].dtype is dtypes.bool_
 
 
 def place(self, pos, value, node=None, advanced=False, traced=False):

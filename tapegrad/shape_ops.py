@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from . import views
+from .dtypes import uint8
 from .grad_mode import STATE
 from .ops.table import CODE
 from .record import contiguous, contiguous_strides, expand_strides, gather
@@ -260,6 +261,21 @@ def legacy_key(key):
     return key
 
 
+UINT8_KEY = ("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool "
+             "instead.")
+
+
+def byte_masks(key):
+    """PyTorch's reading of a uint8 tensor in a key: a mask (its nonzero elements), with
+    its deprecation warning, never a tensor of positions."""
+    comps = key if isinstance(key, tuple) else (key,)
+    if not any(k.__class__ is Tensor and k.dtype is uint8 for k in comps):
+        return key
+    warnings.warn(UINT8_KEY, UserWarning, stacklevel=3)
+    comps = tuple(k.ne(0) if k.__class__ is Tensor and k.dtype is uint8 else k for k in comps)
+    return comps if isinstance(key, tuple) else comps[0]
+
+
 def getitem(x, key):
     d = x._d
     if key.__class__ is list:
@@ -271,6 +287,7 @@ def getitem(x, key):
                                                             for k in key))):
         raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
                          "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+    key = byte_masks(key)
     if STATE.trace is not None:      # positions chosen by traced values (a mask): guarded
         freeze(*(key if isinstance(key, tuple) else (key,)))
     nkey = _np_key(key)

@@ -151,6 +151,65 @@ def backward_inputs_same_tensor_twice(m):
     return [x.grad, z.grad]
 
 
+# -- 3. a uint8 tensor in a key is a mask ----------------------------------------------------
+def _byte(m, values):
+    return m.tensor(values, dtype=m.uint8)
+
+
+@program
+def uint8_mask_getitem(m):
+    x = m.tensor([10.0, 20.0, 30.0, 40.0], requires_grad=True)
+    y = x[_byte(m, [1, 0, 2, 0])]
+    (y * y).sum().backward()
+    return [y, x.grad]
+
+
+@program
+def uint8_mask_getitem_in_tuples_and_lists(m):
+    x = m.arange(8.0).reshape(2, 4)
+    return [x[:, _byte(m, [1, 0, 1, 0])], x[[_byte(m, [0, 1])]],
+            x[_byte(m, [[1, 0, 1, 0], [0, 0, 0, 1]])], x[_byte(m, 1)], x[_byte(m, 0)]]
+
+
+@program
+def uint8_mask_getitem_wrong_shape(m):
+    return m.arange(8.0).reshape(2, 4)[_byte(m, [1, 0, 1])]
+
+
+@program
+def uint8_mask_setitem_tensor_value(m):
+    x = m.tensor([10.0, 20.0, 30.0, 40.0])
+    x[_byte(m, [1, 0, 1, 0])] = m.tensor([5.0, 6.0])
+    return x
+
+
+@program
+def uint8_mask_setitem_with_another_index(m):
+    x = m.zeros(4, 4)
+    x[_byte(m, [1, 0, 1, 0]), [0, 1]] = 7.0
+    return x
+
+
+@pytest.mark.parametrize("key, value", [("mask", 0.0), ("mask", "0-d"), ("mask", "(1,)"),
+                                        ("(mask,)", 0.0), ("(..., mask)", 0.0),
+                                        ("short mask", 0.0)])
+def test_uint8_mask_setitem_of_one_element(key, value):
+    """PyTorch writes one element through one mask with masked_fill_, which refuses uint8."""
+    def prog(m):
+        x = m.tensor([10.0, 20.0, 30.0, 40.0])
+        mask = _byte(m, [1, 0, 1] if key == "short mask" else [1, 0, 1, 0])
+        k = {"(mask,)": (mask,), "(..., mask)": (Ellipsis, mask)}.get(key, mask)
+        x[k] = {"0-d": m.tensor(0.0), "(1,)": m.tensor([0.0])}.get(value, value)
+        return x
+    assert _run(prog, tapegrad) == _run(prog, torch)
+
+
+def test_uint8_key_warns_as_torch():
+    for m in (torch, tapegrad):
+        with pytest.warns(UserWarning, match="indexing with dtype torch.uint8 is now deprecated"):
+            m.arange(4.0)[_byte(m, [1, 0, 1, 0])]
+
+
 def _run(prog, m):
     """``prog(m)`` as plain Python with each tensor's shape, or ("error", its type, the
     start of its message)."""
