@@ -232,3 +232,48 @@ def _shaped(r):
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_like_torch(name):
     assert _run(PROGRAMS[name], tapegrad) == _run(PROGRAMS[name], torch)
+
+
+# -- 4. the legacy size_average / reduce loss arguments decide the reduction ------------------
+LEGACY = [dict(size_average=False), dict(reduce=False), dict(size_average=True),
+          dict(reduce=True), dict(size_average=False, reduce=False),
+          dict(size_average=True, reduce=True), dict(size_average=False, reduction="none"),
+          dict(size_average=None, reduce=None, reduction="sum")]
+
+
+def _loss_call(m, name, legacy):
+    """(the loss, functional and module) of a small batch, its gradient w.r.t. the input."""
+    F, nn = m.nn.functional, m.nn
+    x = m.tensor(np.arange(8.0).reshape(2, 4) / 7 - 0.3, requires_grad=True)
+    t = m.tensor([1, 3])
+    p = m.tensor(np.array([[0.0, 1, 1, 0], [1, 0, 0.5, 1]]))
+    w = m.tensor([1.0, 2.0, 0.5, 1.0])
+    call = {"cross_entropy": lambda: F.cross_entropy(x, t, w, **legacy),
+            "nll_loss": lambda: F.nll_loss(F.log_softmax(x, 1), t, **legacy),
+            "mse_loss": lambda: F.mse_loss(x, p, **legacy),
+            "bce_with_logits": lambda: F.binary_cross_entropy_with_logits(x, p, **legacy),
+            "CrossEntropyLoss": lambda: nn.CrossEntropyLoss(w, **legacy)(x, t),
+            "MSELoss": lambda: nn.MSELoss(**legacy)(x, p),
+            "BCEWithLogitsLoss": lambda: nn.BCEWithLogitsLoss(**legacy)(x, p)}[name]
+    loss = call()
+    loss.sum().backward()
+    return [loss, x.grad]
+
+
+@pytest.mark.parametrize("legacy", LEGACY, ids=lambda d: ",".join(f"{k}={v}" for k, v in
+                                                                     d.items()))
+@pytest.mark.parametrize("name", ["cross_entropy", "nll_loss", "mse_loss", "bce_with_logits",
+                                  "CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss"])
+def test_legacy_loss_arguments(name, legacy):
+    assert _run(lambda m: _loss_call(m, name, legacy), tapegrad) == \
+        _run(lambda m: _loss_call(m, name, legacy), torch)
+
+
+@pytest.mark.parametrize("m", [torch, tapegrad], ids=["torch", "tapegrad"])
+def test_legacy_loss_arguments_warn(m):
+    x = m.zeros(2, 3)
+    with pytest.warns(UserWarning, match=r"size_average and reduce args will be deprecated, "
+                                         r"please use reduction='sum' instead\."):
+        m.nn.functional.mse_loss(x, x, size_average=False)
+    with pytest.warns(UserWarning, match=r"please use reduction='none' instead\."):
+        m.nn.MSELoss(reduce=False)

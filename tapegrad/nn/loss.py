@@ -1,13 +1,14 @@
 """Loss modules: ``reduction`` and the class weights live on the module (weights as
 buffers, as in PyTorch, so they travel with the state dict)."""
 from . import functional as F
+from .functional.loss import legacy_reduction
 from .module import Module
 
 
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
 
 class MSELoss(_Loss):
@@ -18,7 +19,7 @@ class MSELoss(_Loss):
 class CrossEntropyLoss(_Loss):
     def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
                  reduction="mean", label_smoothing=0.0):
-        super().__init__(reduction=reduction)
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
@@ -31,7 +32,7 @@ class CrossEntropyLoss(_Loss):
 class BCEWithLogitsLoss(_Loss):
     def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean",
                  pos_weight=None):
-        super().__init__(reduction=reduction)
+        super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 

@@ -13,9 +13,27 @@ from ...softmax_ops import log_softmax
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-def _check_reduction(reduction):
+def legacy_reduction(size_average, reduce, reduction):
+    """The reduction a loss applies: ``reduction``, unless the deprecated ``size_average``
+    or ``reduce`` is given; then they decide it, with PyTorch's warning, as its
+    ``_reduction.legacy_get_string`` (a None of the two counts as True): ``reduce`` false
+    'none', else ``size_average`` false 'sum', else 'mean'."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  f"reduction='{reduction}' instead.", stacklevel=3)
+    return reduction
+
+
+def _reduction(size_average, reduce, reduction):
+    """A loss function's reduction (``legacy_reduction``), checked."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
+    return reduction
 
 
 def _reduce(loss, reduction):
@@ -27,7 +45,7 @@ def _const(arr, like):
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    _check_reduction(reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input "
                       f"size ({input.shape}). This will likely lead to incorrect results due "
@@ -42,7 +60,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     """-input[n, target[n], ...] (times the class weight), over an (N, C, ...) or (C,) input."""
-    _check_reduction(reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     freeze(target, weight)           # (while tracing: class weights become constants, guarded)
     t = target._arr
     if t.dtype.kind not in "iu":
@@ -75,7 +93,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """log_softmax over the class dim (1, or 0 for an unbatched input), then the NLL of
     class-index targets or the cross entropy with class-probability targets."""
-    _check_reduction(reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: "
                            f"{label_smoothing}")
@@ -122,7 +140,7 @@ def _smoothing(logp, target, weight, wb, cdim, ignore_index, reduction):
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
     """(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): stable for any logit x."""
-    _check_reduction(reduction)
+    reduction = _reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
