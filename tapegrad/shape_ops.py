@@ -506,6 +506,9 @@ def split(tensor, split_size_or_sections, dim=0):
         sizes = [min(s, n - a) for a in range(0, n, s)] or [0]
     else:
         sizes = list(split_size_or_sections)
+        if any(s < 0 for s in sizes):
+            raise RuntimeError("split_with_sizes expects split_sizes have only non-negative "
+                               f"entries, but got split_sizes={sizes}")
         if sum(sizes) != n:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} "
                                f"(input tensor's size at dimension {dim}), but got "
@@ -513,17 +516,18 @@ def split(tensor, split_size_or_sections, dim=0):
     starts = np.cumsum([0] + sizes[:-1])
     pieces = _pieces(tensor, dim, [(int(a), int(a) + s) for a, s in zip(starts, sizes)],
                      CODE["split"])
-    first = pieces[0]
-    if not isinstance(split_size_or_sections, int) and first._t is not None:
-        first._t.names[first._i] = "SplitWithSizesBackward0"    # (PyTorch's Node)
+    if not isinstance(split_size_or_sections, int) and pieces and pieces[0]._t is not None:
+        pieces[0]._t.names[pieces[0]._i] = "SplitWithSizesBackward0"    # (PyTorch's Node)
     return pieces
 
 
 def chunk(input, chunks, dim=0):
+    """Pieces of ceil(n / chunks) along dim; of an empty dim, ``chunks`` empty pieces, as
+    PyTorch's (a split by size would give one)."""
     if chunks <= 0:
         raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = input.shape[_wrap_dim(dim, input.ndim)]
-    return split(input, max(-(-n // chunks), 1), dim)
+    return split(input, -(-n // chunks) if n else [0] * chunks, dim)
 
 
 def unbind(input, dim=0):

@@ -277,3 +277,40 @@ def test_legacy_loss_arguments_warn(m):
         m.nn.functional.mse_loss(x, x, size_average=False)
     with pytest.warns(UserWarning, match=r"please use reduction='none' instead\."):
         m.nn.MSELoss(reduce=False)
+
+
+# -- 5. split and chunk at their edges --------------------------------------------------------
+@pytest.mark.parametrize("sizes", [[8, -1], [-1, 8], [-1, 9], [3, 4, 0], [0, 7], [3, 3], [],
+                                   (3, 4)])
+def test_split_with_sizes(sizes):
+    def prog(m):
+        x = m.arange(7.0, requires_grad=True)
+        pieces = x.split(sizes)
+        sum((k + 1) * (p * p).sum() for k, p in enumerate(pieces)).backward()
+        return list(pieces) + [x.grad]
+    assert _run(prog, tapegrad) == _run(prog, torch)
+
+
+@pytest.mark.parametrize("sizes, shape, dim", [([], (0,), 0), ([], (2, 0), 1),
+                                               ([3, 3], (3, 7), -1)])
+def test_split_with_sizes_of_empty_or_wrapped_dims(sizes, shape, dim):
+    def prog(m):
+        return list(m.zeros(*shape).split(sizes, dim))
+    assert _run(prog, tapegrad) == _run(prog, torch)
+
+
+@pytest.mark.parametrize("n, chunks", [(0, 2), (0, 1), (0, 5), (1, 3), (5, 3), (6, 4), (7, 3),
+                                       (2, 5), (10, 4), (4, 3)])
+def test_chunk(n, chunks):
+    def prog(m):
+        x = m.ones(n, 3, requires_grad=True)
+        pieces = x.chunk(chunks)
+        sum((k + 1) * p.sum() for k, p in enumerate(pieces)).backward()
+        return list(pieces) + [x.grad, pieces[0].grad_fn.name()]
+    assert _run(prog, tapegrad) == _run(prog, torch)
+
+
+def test_chunk_of_an_empty_inner_dim():
+    def prog(m):
+        return list(m.zeros(3, 0).chunk(2, 1)) + list(m.chunk(m.zeros(0, 3), 3))
+    assert _run(prog, tapegrad) == _run(prog, torch)
