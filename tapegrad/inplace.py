@@ -196,8 +196,8 @@ def _overwrite(x, value, node):
     """x's elements all replaced by ``value`` (a tensor that broadcasts to x's shape), in
     place.  In grad mode, if x or value has a history, x's new history is one Node
     ``node`` (PyTorch's ZeroBackward0 / FillBackward2 / CopyBackwards) that sends x's old
-    history no gradient and value all of it: ``where(False, x, value)``.  Under no_grad x keeps its history,
-    as in PyTorch."""
+    history no gradient and value all of it: ``where(False, x, value)``.  Under no_grad x
+    keeps its history, as in PyTorch."""
     from .elementwise import where
     _check(x)
     check_broadcast(x, value)
