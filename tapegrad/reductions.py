@@ -48,11 +48,23 @@ def _reduce(x, value, dims, keepdim, code):
     return _out(x, value, lambda t, ia: t.append(code, ia, -1, contiguous(value), ostr))
 
 
-def _float_only(x, name):
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{name}(): could not infer output dtype. Input dtype must be either "
+def _float_only(dt, name, what="Input"):
+    """PyTorch's refusal of a non-float dtype ``dt`` for ``name``'s result: the input's
+    (``what``), or the ``dtype=`` asked for ("Optional")."""
+    if not dt.is_floating_point:
+        raise RuntimeError(f"{name}(): could not infer output dtype. {what} dtype must be either "
                            f"a floating point or complex dtype. Got: "
-                           f"{'Long' if x.dtype is dtypes.int64 else x.dtype.name.capitalize()}")
+                           f"{dtypes.TORCH_NAMES[dt.name][0]}")
+
+
+def _accumulated(input, dtype):
+    """input's values in the dtype a reduction accumulates and answers in: ``dtype``
+    where one is given (PyTorch casts the input first; the gradient comes back in the
+    input's dtype), int64 for integers and bools, else their own."""
+    arr = input._arr
+    if dtype is not None:
+        return arr.astype(dtypes.to_np(dtype), copy=False)
+    return arr.astype(np.int64) if arr.dtype.kind in "biu" else arr
 
 
 _NO_MAP = np.empty(0, np.int64)
@@ -112,10 +124,7 @@ def sum(input, dim=None, keepdim=False, dtype=None):
     arr = input._arr
     if dim is None and dtype is None and not keepdim and arr.dtype.kind == "f":
         return _all(input, _sum_all(arr), CODE["sum"])
-    if dtype is not None:
-        arr = arr.astype(dtypes.to_np(dtype))
-    elif arr.dtype.kind in "biu":
-        arr = arr.astype(np.int64)
+    arr = _accumulated(input, dtype)
     dims = _dims(input, dim)
     value = _sum_kept(arr, dims) if arr.dtype.kind == "f" else np.sum(arr, axis=dims,
                                                                        keepdims=True)
@@ -125,18 +134,18 @@ def sum(input, dim=None, keepdim=False, dtype=None):
 
 def mean(input, dim=None, keepdim=False, dtype=None):
     if dtype is None:
-        _float_only(input, "mean")
-    arr = input._arr
-    if dim is None and not keepdim and arr.dtype.kind == "f" and arr.size and dtype is None:
+        _float_only(input.dtype, "mean")
+    else:
+        _float_only(dtype, "mean", "Optional")
+    arr = _accumulated(input, dtype)
+    if dim is None and not keepdim and arr.size and dtype is None:
         return _all(input, _sum_all(arr) / arr.size, CODE["mean"])
     dims = _dims(input, dim)
     count = math.prod(arr.shape[d] for d in dims)
-    if arr.dtype.kind == "f" and count:
+    if count:
         value = (_sum_kept(arr, dims, np.float64) / count).astype(arr.dtype, copy=False)
-    elif arr.dtype.kind == "f":
-        value = np.full(_sum_kept(arr, dims).shape, np.nan, arr.dtype)   # (as PyTorch)
     else:
-        value = np.add.reduce(arr, axis=dims, keepdims=True) / arr.dtype.type(count)
+        value = np.full(_sum_kept(arr, dims).shape, np.nan, arr.dtype)   # (as PyTorch)
     return _reduce(input, value, dims, keepdim, CODE["mean"] if dim is None else CODE["mean_dim"])
 
 
@@ -215,9 +224,7 @@ def amin(input, dim=(), keepdim=False):
 
 
 def prod(input, dim=None, keepdim=False, dtype=None):
-    arr = input._arr
-    if arr.dtype.kind in "biu":            # (as PyTorch: integers multiply in int64)
-        arr = arr.astype(np.int64)
+    arr = _accumulated(input, dtype)       # (as PyTorch: integers multiply in int64)
     if dim is None:
         return _reduce(input, np.prod(arr, keepdims=True), tuple(range(input.ndim)), False,
                        CODE["prod"])
@@ -312,7 +319,7 @@ def _correction(unbiased, correction):
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
-    _float_only(input, "var")
+    _float_only(input.dtype, "var")
     corr = _correction(unbiased, correction)
     dims = _dims(input, dim)
     n = math.prod(input.shape[d] for d in dims) if input.ndim else 1
@@ -324,14 +331,17 @@ def var(input, dim=None, unbiased=None, keepdim=False, correction=None):
 
 
 def _root(s, power):
-    """``s ** power`` (power in (0, 1): a root of a sum of powers), whose gradient is 0
-    where s is 0, as PyTorch's norm and std backwards mask it (the root's own derivative
-    is inf there, and inf times the zero below it would be nan).  The usual double
-    ``where``: the root sees 1 where s is 0, and none of its adjoint."""
+    """``s ** power`` (power below 1: a root of a sum of powers, or a norm's power of
+    ``|x|``), whose gradient is 0 where s is 0, as PyTorch's norm and std backwards mask
+    it (the power's own derivative is inf there, and inf times the zero below it, or
+    times abs's sign(0), would be nan).  The usual double ``where``: the power sees 1
+    where s is 0, and none of its adjoint; the value there is 0 (inf for a negative
+    power)."""
     from .elementwise import where
     zero = s == 0.0
     safe = where(zero, 1.0, s)
-    return where(zero, 0.0, safe.sqrt() if power == 0.5 else safe ** power)
+    return where(zero, 0.0 if power > 0 else math.inf,
+                 safe.sqrt() if power == 0.5 else safe ** power)
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
@@ -339,25 +349,64 @@ def std(input, dim=None, unbiased=None, keepdim=False, correction=None):
                      lambda: _root(var(input, dim, unbiased, keepdim, correction), 0.5), input)
 
 
+def _string_order(p, dim):
+    """The vector norm torch.norm's string order ``p`` stands for: 'fro' is the 2-norm,
+    over at most two dims (past two, PyTorch hands it to matrix_norm, which refuses).
+    The nuclear norm ('nuc') is a sum of singular values; tapegrad has no singular value
+    decomposition, so it says so rather than computing another norm."""
+    if p == "nuc":
+        raise RuntimeError("norm(): the nuclear norm (p='nuc') is not implemented in "
+                           "tapegrad (it needs a singular value decomposition)")
+    if p != "fro":
+        raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+    if isinstance(dim, (tuple, list)) and len(dim) > 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
+                           f"{' '.join(str(d) for d in dim)}")
+    return 2
+
+
+def _norm_dtype(input, dtype):
+    """PyTorch's checks of vector_norm's dtypes: a float input, and a ``dtype=`` that is
+    float and holds the input's values without narrowing."""
+    name = dtypes.TORCH_NAMES
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
+                           f"as input. Got {name[input.dtype.name][0]}")
+    if dtype is None:
+        return
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, "
+                           f"but got {name[dtype.name][0]}")
+    if dtype.itemsize < input.dtype.itemsize:
+        raise RuntimeError(f"linalg.vector_norm: the dtype of the input "
+                           f"({name[input.dtype.name][0]}) should be convertible without "
+                           f"narrowing to the specified dtype ({name[dtype.name][0]})")
+
+
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
-    _float_only(input, "linalg.vector_norm")
-    if p in ("fro", None):
-        p = 2
+    """torch.norm: the vector p-norm over ``dim`` (all dims by default), of the input cast
+    to ``dtype`` where one is given; gradients as PyTorch's LinalgVectorNormBackward0
+    (0 at a zero entry for p below 1, shared among ties for p = +-inf)."""
+    _norm_dtype(input, dtype)
+    p = 2 if p is None else _string_order(p, dim) if isinstance(p, str) else p
     dims = None if dim is None else _dims(input, dim)
 
     def body():
-        a = input.abs()
+        x = input if dtype is None else input.to(dtype)
+        a = x.abs()
         if p == 0:                   # the count of non-zeros (no gradient)
             from .elementwise import where
-            return (sum((a != 0).to(input.dtype), dims, keepdim)
+            return (sum((a != 0).to(x.dtype), dims, keepdim)
                     + 0.0 * sum(where(a < math.inf, a, 0.0), dims, keepdim))
-        if p == float("inf"):
+        if p == math.inf:
             return amax(a, dims or (), keepdim)
+        if p == -math.inf:
+            return amin(a, dims or (), keepdim)
         if p == 1:
             return sum(a, dims, keepdim)
         if p == 2:
-            return _root(sum(input * input, dims, keepdim), 0.5)
-        return _root(sum(a ** p, dims, keepdim), 1.0 / p)
+            return _root(sum(x * x, dims, keepdim), 0.5)
+        return _root(sum(_root(a, p) if p < 1 else a ** p, dims, keepdim), 1.0 / p)
     return composite("LinalgVectorNormBackward0", body, input)
 
 
