@@ -132,3 +132,109 @@ def test_reduction_dtype(both, fn, src, dst, dim):
     _same(got[1], want[1], **tol)
     if want[2] is not None:
         _same(got[2], want[2], **tol)
+
+
+# -- binary_cross_entropy_with_logits --------------------------------------------------------
+LOGITS = [-800.0, -50.0, -22.0, -3.0, -0.5, 0.0, 0.5, 3.0, 22.0, 30.0, 50.0, 800.0]
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", ["none", "weight", "pos_weight", "both"])
+def test_bce_with_logits_at_confident_logits(both, weighted, reduction):
+    """log1p(exp(-|x|)) is kept where it is all of the loss (x = -22, t = 0: 2.8e-10, not
+    0), at logits up to +-800, with the target's gradient as well."""
+    def program(m):
+        x = m.tensor(LOGITS * 3, requires_grad=True)
+        t = m.tensor([0.0] * 12 + [1.0] * 12 + [0.3] * 12, requires_grad=True)
+        kw = {}
+        if weighted in ("weight", "both"):
+            kw["weight"] = m.linspace(0.5, 2.0, 36)
+        if weighted in ("pos_weight", "both"):
+            kw["pos_weight"] = m.tensor(3.0)
+        loss = m.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction,
+                                                                **kw)
+        gx, gt = m.autograd.grad(loss.sum(), (x, t), create_graph=True)
+        ggx, = m.autograd.grad(gx.sum(), x)       # sigmoid's slope, 1/4 at x = 0
+        return _np(loss), _np(gx), _np(gt), _np(ggx)
+    for want, got in zip(*both(program)):
+        _same(got, want, rtol=1e-9, atol=1e-15)
+
+
+# -- nll_loss / cross_entropy ------------------------------------------------------------------
+def _ce(m, shape, target, **kw):
+    x = m.tensor(np.arange(float(np.prod(shape))).reshape(shape) / 7, requires_grad=True)
+    loss = m.nn.functional.cross_entropy(x, m.tensor(target), **kw)
+    loss.backward()
+    return _np(loss), _np(x.grad)
+
+
+@pytest.mark.parametrize("kw", [{}, {"label_smoothing": 0.2},
+                                {"weight": np.array([1.0, 2.0, 0.5, 1.0])},
+                                {"weight": np.array([1.0, 2.0, 0.5, 1.0]), "label_smoothing": 0.2}],
+                         ids=["plain", "smoothing", "weight", "weight-smoothing"])
+@pytest.mark.parametrize("shape, target", [((2, 4), [-100, -100]), ((4,), -100),
+                                           ((1, 4, 3), [[-100, -100, -100]])])
+def test_cross_entropy_mean_of_all_ignored(both, shape, target, kw):
+    """nan, as PyTorch's 0 / 0, whose gradient is 0 (ignored targets get none), not nan."""
+    def program(m):
+        args = {k: m.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        return _ce(m, shape, target, **args)
+    (want, want_g), (got, got_g) = both(program)
+    assert np.isnan(want) and (want_g == 0).all()
+    _same(got, want)
+    _same(got_g, want_g)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("loss", ["nll_loss", "cross_entropy"])
+def test_losses_over_an_empty_batch(both, loss, reduction):
+    def program(m):
+        x = m.zeros(0, 4, requires_grad=True)
+        out = getattr(m.nn.functional, loss)(x, m.zeros(0, dtype=m.int64), reduction=reduction)
+        out.sum().backward()
+        return _np(out), _np(x.grad)
+    (want, want_g), (got, got_g) = both(program)
+    _same(got, want)
+    _same(got_g, want_g)
+
+
+def test_nll_loss_zero_total_weight(both):
+    """Targets left but of weight 0: nan, and nan gradients where they point (PyTorch's
+    -w / total)."""
+    def program(m):
+        x = m.tensor(np.arange(8.0).reshape(2, 4) / 7, requires_grad=True)
+        loss = m.nn.functional.nll_loss(x, m.tensor([1, -100]),
+                                        weight=m.tensor([1.0, 0.0, 0.0, 1.0]))
+        loss.backward()
+        return _np(loss), _np(x.grad)
+    (want, want_g), (got, got_g) = both(program)
+    _same(got, want)
+    _same(got_g, want_g)
+
+
+# (class-probability targets are cross_entropy's only)
+WEIGHT_CASES = [(loss, shape, target) for loss in ("nll_loss", "cross_entropy")
+                for shape, target in [((2, 4), [1, 2]), ((4,), 1), ((2, 4, 3), "zeros"),
+                                      ((2, 4), "probabilities")]
+                if loss == "cross_entropy" or target != "probabilities"]
+
+
+@pytest.mark.parametrize("wshape", [(3,), (5,), (2, 2), (1, 4)])
+@pytest.mark.parametrize("loss, shape, target", WEIGHT_CASES)
+def test_class_weight_of_the_wrong_shape(loss, shape, target, wshape):
+    """PyTorch's RuntimeError (NllLoss2d, of 3 dims and more, counts the values only)."""
+
+    def program(m):
+        x = m.zeros(*shape)
+        t = (m.zeros(shape[0], *shape[2:], dtype=m.int64) if target == "zeros" else
+             m.full(shape, 0.25) if target == "probabilities" else m.tensor(target))
+        return getattr(m.nn.functional, loss)(x, t, weight=m.ones(*wshape))
+    try:
+        want = ("value", program(torch).item())
+    except RuntimeError as e:
+        want = ("error", str(e))
+    try:
+        got = ("value", program(tapegrad).item())
+    except RuntimeError as e:
+        got = ("error", str(e))
+    assert got == want

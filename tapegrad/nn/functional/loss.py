@@ -2,12 +2,15 @@
 binary_cross_entropy_with_logits; each shows as PyTorch's one Node in graph views."""
 import warnings
 
+import math
+
 import numpy as np
 
+from ...elementwise import where
 from ...reductions import composite, sum
 from ...tensor import from_array
 from ...tracing import freeze
-from .activation import _softplus
+from .activation import _softplus, relu
 from ...softmax_ops import log_softmax
 
 _REDUCTIONS = ("none", "mean", "sum")
@@ -44,6 +47,27 @@ def _const(arr, like):
     return from_array(np.asarray(arr, like._arr.dtype))
 
 
+def _check_weight(weight, n_classes, ndim, op=""):
+    """PyTorch's check of a class weight: one value per class (NllLoss2d, of an input of
+    3 dims or more, counts them only; cross_entropy's probability targets say ``op``)."""
+    if weight is None:
+        return
+    if ndim >= 3 and not op:
+        if weight.numel() != n_classes:
+            raise RuntimeError("weight tensor should be defined either for all or no classes")
+    elif weight.ndim != 1 or weight.numel() != n_classes:
+        raise RuntimeError(f"{op}weight tensor should be defined either for all {n_classes} "
+                           f"classes or no classes but got weight tensor of shape: "
+                           f"{list(weight.shape)}")
+
+
+def _mean_of_none(total):
+    """The mean over no target (all ignored, or an empty batch): PyTorch's 0 / 0, nan,
+    whose backward writes no gradient.  ``total`` is a sum of zeros: the nan is added to
+    it, as a division by 0 would send nan (0 times inf) back to every input."""
+    return total + math.nan
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
@@ -70,6 +94,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target "
                          f"batch_size ({t.shape[0]}).")
     n_classes = input.shape[1 if input.ndim >= 2 else 0]
+    _check_weight(weight, n_classes, input.ndim)
     valid = t != ignore_index
     bad = t[valid & ((t < 0) | (t >= n_classes))]
     if bad.size:
@@ -77,14 +102,17 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     safe = np.where(valid, t, 0)
     grid = np.indices(t.shape)
     key = (safe,) if input.ndim == 1 else (grid[0], safe, *grid[1:])
-    w = valid if weight is None else np.where(valid, weight._arr[safe], 0)
+    w = valid if weight is None else np.where(valid, weight._arr.reshape(-1)[safe], 0)
     w = np.asarray(w, input._arr.dtype)
-    with np.errstate(invalid="ignore", divide="ignore"):    # all ignored: nan, as PyTorch
-        scale = _const(-w / w.sum() if reduction == "mean" else -w, input)
+    with np.errstate(invalid="ignore", divide="ignore"):    # (a zero total weight: nan)
+        scale = _const(np.where(valid, -w / w.sum(), 0.0) if reduction == "mean" else -w,
+                       input)
 
     def body():     # the sign, the weights and the mean's division in one product
         loss = input[key] * scale
-        return loss if reduction == "none" else sum(loss)
+        if reduction == "none":
+            return loss
+        return sum(loss) if valid.any() or reduction == "sum" else _mean_of_none(sum(loss))
     return composite("NllLoss2DBackward0" if input.ndim >= 3 else "NllLossBackward0", body,
                      input)
 
@@ -100,10 +128,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     cdim = 1 if input.ndim >= 2 else 0
     logp = log_softmax(input, cdim)
     n_classes = input.shape[cdim]
+    probabilities = target.dtype.is_floating_point and target.shape == input.shape
+    _check_weight(weight, n_classes, input.ndim, "cross_entropy: " if probabilities else "")
     wshape = [n_classes if d == cdim else 1 for d in range(input.ndim)]
     freeze(weight)
     wb = None if weight is None else _const(weight._arr.reshape(wshape), input)
-    if target.dtype.is_floating_point and target.shape == input.shape:
+    if probabilities:
         return _probability_targets(logp, target, wb, cdim, n_classes, reduction,
                                     label_smoothing)
     loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
@@ -131,6 +161,8 @@ def _smoothing(logp, target, weight, wb, cdim, ignore_index, reduction):
     per = logp if wb is None else logp * wb
     smooth = -sum(per, cdim) * _const(~ignored, logp)
     if reduction == "mean":
+        if ignored.all():
+            return _mean_of_none(sum(smooth))
         if weight is None:
             return sum(smooth) / float((~ignored).sum())
         return sum(smooth) / float(weight._arr[target._arr[~ignored]].sum())
@@ -139,14 +171,19 @@ def _smoothing(logp, target, weight, wb, cdim, ignore_index, reduction):
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
-    """(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x): stable for any logit x."""
+    """(1 - t) x - (1 + (pos_weight - 1) t) log_sigmoid(x), PyTorch's formula, with
+    -log_sigmoid(x) = softplus(-|x|) + relu(-x), its values bit for bit.  The table's
+    softplus is PyTorch's, linear above 20, where it drops log1p(exp(-y)) (up to 2e-9:
+    all of a confident logit's loss), and its second derivative is nan where exp
+    overflows: it is called at -|x| only.  That -|x| is a ``where``, whose slope at 0
+    is -1 (abs's is 0, which would make the gradient there 1 - t, not 1/2 - t)."""
     reduction = _reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size "
                          f"({input.shape})")
 
     def body():
-        sp = _softplus(-input)
+        sp = _softplus(where(input < 0.0, input, -input)) + relu(-input)
         if pos_weight is not None:
             sp = sp * ((pos_weight - 1.0) * target + 1.0)
         loss = (1.0 - target) * input + sp
