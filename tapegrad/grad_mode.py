@@ -82,12 +82,21 @@ class _Mode:
         return None
 
 
-class no_grad(_Mode):
+class _NoArgMode(_Mode):
+    """A mode without arguments, which PyTorch also takes as a bare decorator
+    (``@no_grad`` as well as ``@no_grad()``)."""
+
+    def __new__(cls, fn=None):
+        mode = super().__new__(cls)
+        return mode if fn is None else mode(fn)
+
+
+class no_grad(_NoArgMode):
     def __enter__(self):
         return self._enter(False, STATE.inference)
 
 
-class enable_grad(_Mode):
+class enable_grad(_NoArgMode):
     def __enter__(self):
         return self._enter(True, STATE.inference)
 

@@ -87,6 +87,7 @@ for _name in ("gather", "index_select", "flip", "roll", "repeat_interleave", "tr
               "floor", "ceil", "round", "isnan", "isinf", "isfinite", "nan_to_num", "lerp",
               "logical_and", "logical_or", "logical_not", "logical_xor", "lgamma"):
     setattr(T, _name, getattr(_mo, _name))
+T.flip = lambda self, *dims: _mo.flip(self, dims[0] if len(dims) == 1 else dims)  # (x.flip(0, 1))
 T.cross = lambda self, other, dim=None: _mo.cross(self, other, dim)
 T.moveaxis = T.movedim
 T.mvlgamma = lambda self, p: _mo.multigammaln(self, p)

@@ -314,3 +314,25 @@ def test_chunk_of_an_empty_inner_dim():
     def prog(m):
         return list(m.zeros(3, 0).chunk(2, 1)) + list(m.chunk(m.zeros(0, 3), 3))
     assert _run(prog, tapegrad) == _run(prog, torch)
+
+
+def test_bare_grad_mode_decorators_and_flip_of_several_dims():
+    """``@no_grad`` / ``@enable_grad`` without parentheses, and ``x.flip(0, 1)``, as
+    PyTorch takes them."""
+    out = []
+    for m in (tapegrad, torch):
+        x = m.ones(2, requires_grad=True, dtype=m.float64)
+
+        @m.no_grad
+        def off(v):
+            return v * 2
+
+        @m.enable_grad
+        def on(v):
+            return v * 2
+        with m.no_grad():
+            back_on = on(x).requires_grad
+        y = m.arange(6.0, dtype=m.float64).reshape(2, 3)
+        out.append([off(x).requires_grad, back_on, off.__name__, y.flip(0, 1).tolist(),
+                    y.flip(1).tolist(), y.flip([0]).tolist()])
+    assert out[0] == out[1]
