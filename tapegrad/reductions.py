@@ -100,12 +100,18 @@ def _extreme_kept(arr, dims, big, last=False):
     return _kept(reduce_kernels.extreme_into, arr, dims, None, big, last)
 
 
-def _sum_all(arr):
-    """The float64 sum of all of float array ``arr``'s values, in ``sum_into``'s order."""
+def _all_of(kernel, arr, *more):
+    """``kernel`` (``sum_into`` or ``extreme_into``) over all of float array ``arr``'s
+    values, in float64: one number."""
     x = np.ascontiguousarray(arr, np.float64).reshape(-1)
     out = np.empty(1)
-    _compiled(reduce_kernels.sum_into, x.size)(x, 0, out, 0, x.size, 1, _NO_MAP, 0)
+    _compiled(kernel, x.size)(x, 0, out, 0, x.size, 1, _NO_MAP, 0, *more)
     return out[0]
+
+
+def _sum_all(arr):
+    """The float64 sum of all of float array ``arr``'s values, in ``sum_into``'s order."""
+    return _all_of(reduce_kernels.sum_into, arr)
 
 
 def _compiled(kernel, work):
@@ -156,7 +162,7 @@ def _extreme(x, dim, keepdim, is_max):
                            "the 'dim' argument.")
     arr = x._arr
     if dim is None:
-        return _all(x, _extreme_kept(arr, tuple(range(arr.ndim)), is_max, True).reshape(()) if
+        return _all(x, _all_of(reduce_kernels.extreme_into, arr, is_max, True) if
                     arr.dtype.kind == "f" else (np.max if is_max else np.min)(arr),
                     CODE["max_all" if is_max else "min_all"])
     d = _wrap_dim(dim, x.ndim)
