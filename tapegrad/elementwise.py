@@ -97,6 +97,28 @@ def _value(v, np_dtype):
 
 
 # -- the general path ---------------------------------------------------------------------
+def _refuse(op, operands, rd):
+    """PyTorch's errors for what it does not compute, raised before NumPy raises errors of
+    its own: ``-`` of a bool (a Python ``bool`` is one too), an integer to a negative
+    Python integer power."""
+    if op.name in ("sub", "neg"):
+        bools = sum(_operand_dtype(v)[0] is dtypes.bool_ for v in operands)
+        if op.name == "neg" and bools:
+            raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
+                               "If you are trying to invert a mask, use the `~` or "
+                               "`logical_not()` operator instead.")
+        if bools == 2:
+            raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                               "supported. Use the `^` or `logical_xor()` operator instead.")
+        if bools:
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                               "supported. If you are trying to invert a mask, use the `~` or "
+                               "`logical_not()` operator instead.")
+    elif op.name == "pow" and not rd.is_floating_point and isinstance(operands[1], int) \
+            and operands[1] < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
 def _general(op, x, y=None, c2=0.0):
     """``op(x, y)`` for any operands (x may be a Python number when y is a Tensor)."""
     operands = (x,) if op.arity == 1 else (x, y)
@@ -106,6 +128,7 @@ def _general(op, x, y=None, c2=0.0):
                             f"not {type(v).__name__}")
     # (square is PyTorch's pow(x, 2): a bool squares to an int64)
     rd = result_dtype(*operands) if op.name != "square" else result_dtype(x, 2)
+    _refuse(op, operands, rd)
     if not rd.is_floating_point and not op.int_closed:
         rd = dtypes.get_default_dtype()
     vals = [_value(v, rd.np) for v in operands]
@@ -557,10 +580,16 @@ def clamp_max(input, max):
     return clamp(input, max=max)
 
 
-def where(condition, input, other):
-    """Elements of ``input`` where ``condition`` holds, else of ``other``."""
+def where(condition, input=None, other=None):
+    """Elements of ``input`` where ``condition`` holds, else of ``other``.  Given the
+    condition alone, the indices of its nonzero elements, one tensor per dim (of a 0-d
+    condition as 1-D), as PyTorch's ``nonzero(condition, as_tuple=True)``."""
     from .tensor import from_array
     cond = condition._arr if condition.__class__ is Tensor else np.asarray(condition)
+    if input is None and other is None:
+        if STATE.trace is not None:
+            freeze(condition)          # (which indices depends on its values: guarded)
+        return tuple(_leaf(i.astype(np.int64)) for i in np.nonzero(np.atleast_1d(cond)))
     if cond.dtype != np.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {dtypes.from_np(cond.dtype).name.capitalize()}")

@@ -183,7 +183,14 @@ def zero_(self):
 
 
 def fill_(self, value):
-    return _overwrite(self, _full_like(self, value), "FillBackward2")
+    """A 0-d tensor ``value`` is an input of the fill, as in PyTorch (FillBackward3): it
+    gets the gradient of every element (NumPy's ``full`` would read it as an array)."""
+    if not isinstance(value, Tensor):
+        return _overwrite(self, _full_like(self, value), "FillBackward2")
+    if value.ndim:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.ndim} dimensions.")
+    return _overwrite(self, value.to(self.dtype), "FillBackward3")
 
 
 def copy_(self, src):

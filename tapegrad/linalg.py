@@ -42,10 +42,11 @@ def _same_dtype(a, b, code):
 
 
 def _blocks(a, batch):
-    """``a`` (..., r, c) as C-contiguous (nb, r, c) blocks, its batch dims broadcast."""
+    """``a`` (..., r, c) as C-contiguous (nb, r, c) blocks, its batch dims broadcast (nb
+    spelled out: with r or c 0, -1 would be ambiguous)."""
     if a.shape[:-2] != batch:
         a = np.broadcast_to(a, batch + a.shape[-2:])
-    return np.ascontiguousarray(a).reshape((-1,) + a.shape[-2:])
+    return np.ascontiguousarray(a).reshape((math.prod(batch),) + a.shape[-2:])
 
 
 def _product(a, b, code, transposed=False):

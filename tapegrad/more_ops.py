@@ -191,10 +191,34 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 
 # -- einsum --------------------------------------------------------------------------------------
+def _subscript(n):
+    """A sublist's subscript as an equation's letter, as PyTorch's: 0-25 ``A``-``Z``,
+    26-51 ``a``-``z``, ``...`` for ``Ellipsis``."""
+    if n is Ellipsis:
+        return "..."
+    if 0 <= n < 26:
+        return chr(ord("A") + n)
+    if 26 <= n < 52:
+        return chr(ord("a") + n - 26)
+    raise ValueError("einsum(): subscript in subscript list is not within the valid range "
+                     "[0, 52)")
+
+
+def _sublist_form(args):
+    """``einsum(op1, sublist1, op2, sublist2, ..., [out])`` as (equation, operands)."""
+    equation = ",".join("".join(map(_subscript, sub)) for sub in args[1::2])
+    if len(args) % 2:
+        return equation + "->" + "".join(map(_subscript, args[-1])), args[:-1:2]
+    return equation, args[::2]
+
+
 def einsum(equation, *operands):
     """Einstein summation: each operand's dims permuted into one order of all letters (1
     where it lacks one), multiplied with broadcasting, the letters not in the output summed.
-    Repeated letters in one operand take its diagonal; ``...`` broadcasts."""
+    Repeated letters in one operand take its diagonal; ``...`` broadcasts.  Given a tensor
+    first, the arguments are the sublist form, read into an equation as PyTorch reads it."""
+    if isinstance(equation, Tensor):
+        equation, operands = _sublist_form((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     eq = equation.replace(" ", "")

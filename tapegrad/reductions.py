@@ -155,8 +155,17 @@ def mean(input, dim=None, keepdim=False, dtype=None):
     return _reduce(input, value, dims, keepdim, CODE["mean"] if dim is None else CODE["mean_dim"])
 
 
+def _refuse_empty(input, name, d, shown=None):
+    """PyTorch's IndexError where a reduction along dim ``d`` (wrapped) would find the
+    extreme of no values (NumPy raises an error of its own); ``shown``: the dim as given,
+    where PyTorch's message names it so (amax / amin)."""
+    if input.ndim and input.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d if shown is None else shown} "
+                         "to have non-zero size.")
+
+
 def _extreme(x, dim, keepdim, is_max):
-    if x.numel() == 0:
+    if dim is None and x.numel() == 0:
         raise RuntimeError(f"{'max' if is_max else 'min'}(): Expected reduction dim to be "
                            "specified for input.numel() == 0. Specify the reduction dim with "
                            "the 'dim' argument.")
@@ -166,6 +175,7 @@ def _extreme(x, dim, keepdim, is_max):
                     arr.dtype.kind == "f" else (np.max if is_max else np.min)(arr),
                     CODE["max_all" if is_max else "min_all"])
     d = _wrap_dim(dim, x.ndim)
+    _refuse_empty(x, "max" if is_max else "min", d)
     idx = (np.argmax if is_max else np.argmin)(arr, axis=d) if arr.ndim else np.array(0)
     idx_k = np.expand_dims(idx, d) if arr.ndim else idx
     value = np.take_along_axis(arr, idx_k, d) if arr.ndim else arr
@@ -212,8 +222,7 @@ def _amax_amin(input, dim, big):
                                "input.numel() == 0. Specify the reduction dim with the 'dim' "
                                "argument.")
         for d in given:
-            if input.shape[_wrap_dim(d, input.ndim)] == 0:
-                raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+            _refuse_empty(input, name, _wrap_dim(d, input.ndim), d)
     if arr.dtype.kind == "f" and arr.size:
         return _extreme_kept(arr, dims, big), dims
     return (np.max if big else np.min)(arr, axis=dims, keepdims=True), dims
@@ -246,28 +255,32 @@ def _traced_arg(input, dim, keepdim, is_max):
     return _extreme(x, 0 if flat else dim, keepdim and not flat, is_max)[1]
 
 
-def argmax(input, dim=None, keepdim=False):
+def _arg(input, dim, keepdim, is_max):
+    """argmax / argmin: PyTorch's errors where there is no value to point at, checked
+    first (NumPy's argmax of nothing raises a ValueError of its own)."""
+    name = "argmax" if is_max else "argmin"
+    if dim is None and input.numel() == 0:
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for "
+                         "input.numel() == 0.")
+    d = None if dim is None else _wrap_dim(dim, input.ndim)
+    if d is not None:
+        _refuse_empty(input, name, d)
     if STATE.trace is not None and tracing.traced_entry(input) is not None:
-        return _traced_arg(input, dim, keepdim, True)
-    arr = input._arr
-    if dim is None:
-        return _leaf(np.asarray(np.argmax(arr), np.int64))
+        return _traced_arg(input, dim, keepdim, is_max)
+    find = np.argmax if is_max else np.argmin
+    if d is None:
+        return _leaf(np.asarray(find(input._arr), np.int64))
     if input.ndim == 0:
-        _wrap_dim(dim, 0)
         return _leaf(np.asarray(0, np.int64))
-    return _leaf(np.asarray(np.argmax(arr, axis=_wrap_dim(dim, input.ndim), keepdims=keepdim)))
+    return _leaf(np.asarray(find(input._arr, axis=d, keepdims=keepdim), np.int64))
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _arg(input, dim, keepdim, True)
 
 
 def argmin(input, dim=None, keepdim=False):
-    if STATE.trace is not None and tracing.traced_entry(input) is not None:
-        return _traced_arg(input, dim, keepdim, False)
-    arr = input._arr
-    if dim is None:
-        return _leaf(np.asarray(np.argmin(arr), np.int64))
-    if input.ndim == 0:
-        _wrap_dim(dim, 0)
-        return _leaf(np.asarray(0, np.int64))
-    return _leaf(np.asarray(np.argmin(arr, axis=_wrap_dim(dim, input.ndim), keepdims=keepdim)))
+    return _arg(input, dim, keepdim, False)
 
 
 # -- composites ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from .ops.table import CODE
-from .dtypes import get_default_dtype
+from .dtypes import TORCH_NAMES, get_default_dtype
 from .reductions import _dims, composite
 from .shape_ops import _out, _wrap_dim
 
@@ -59,6 +59,15 @@ def fused(input, dim, log):
     """softmax (or log_softmax) of ``input`` along ``dim`` as one tape entry."""
     arr = input._arr
     d = _wrap_dim(dim, max(input.ndim, 1))
+    if not input.dtype.is_floating_point:
+        # PyTorch has no such kernel for bool or integers (``dtype=`` casts first) and
+        # returns an empty one as it is; the float rules would overflow in its dtype
+        if not arr.size:
+            return input.clone()
+        kernel = ("log_" if log else "") + ("softmax_lastdim" if d == max(input.ndim, 1) - 1
+                                            else "softmax") + "_kernel_impl"
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{TORCH_NAMES[input.dtype.name][0]}'")
     shape = arr.shape or (1,)
     extras = (math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:]))
     if arr.ndim == 1 and arr.size <= _SHORT and arr.dtype == np.float64:

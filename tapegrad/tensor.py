@@ -220,9 +220,26 @@ class Tensor:
     def T(self):
         return self.permute(*reversed(range(self.ndim)))
 
+    def _matrix_transposed(self, name, identity):
+        """mT / mH: the last two dims swapped, checked as PyTorch checks them (a 1-D tensor
+        has no second dim to swap with; a 0-d one is itself, deprecated)."""
+        if self.ndim == 1:
+            raise RuntimeError(f"tensor.{name} is only supported on matrices or batches of "
+                               "matrices. Got 1-D tensor.")
+        if self.ndim == 0:
+            warnings.warn(f"Tensor.{name} is deprecated on 0-D tensors. {identity}",
+                          UserWarning, stacklevel=3)
+            return self.permute()
+        return self.transpose(-2, -1)
+
     @property
     def mT(self):
-        return self.transpose(-2, -1)
+        return self._matrix_transposed("mT", "This function is the identity in these cases.")
+
+    @property
+    def mH(self):
+        """mT: tapegrad has no complex dtype, so the conjugate is the tensor itself."""
+        return self._matrix_transposed("mH", "Consider using x.conj().")
 
     # -- conversions -----------------------------------------------------------------
     def detach(self):

@@ -85,6 +85,18 @@ class Op:
 E = "ew"
 _POS = (0.1, 3.0)
 
+
+def _int_power(x, y):
+    """pow of integers as PyTorch's: a negative exponent leaves 1 of 1, +-1 of -1 and 0 of
+    any other base (NumPy's ``power`` refuses it).  A negative Python exponent is refused
+    before (``elementwise._refuse``)."""
+    neg = np.asarray(y) < 0
+    if not neg.any():
+        return np.power(x, y)
+    x, y, neg = np.broadcast_arrays(x, y, neg)
+    odd = np.where(y % 2 == 1, x, 1)              # (-1) ** y: -1 where y is odd
+    return np.where(neg, np.where(abs(x) == 1, odd, 0), np.power(x, np.where(neg, 0, y)))
+
 OPS = (
     # ---- elementwise binary -------------------------------------------------------
     Op(0, "add", E, 2, "AddBackward0", "x + y", "g", "g", py=operator.add, np_fwd=np.add,
@@ -99,7 +111,7 @@ OPS = (
        py=operator.truediv, domain_y=_POS, np_fwd=np.true_divide, exact=True,
        dunders=("__truediv__",), rdunder="__rtruediv__", aliases=("divide",)),
     Op(4, "pow", E, 2, "PowBackward1", "x ** y", "g * sm.pow_dx(x, y)",
-       "g * sm.pow_dy(x, y, r)", ("self", "other", "result"), py=math.pow, np_fwd=np.power,
+       "g * sm.pow_dy(x, y, r)", ("self", "other", "result"), py=math.pow, np_fwd=_int_power,
        node_rconst="PowBackward0", node_lconst="PowBackward2", const_edge=False, domain=_POS,
        int_closed=True, dunders=("__pow__",), rdunder="__rpow__"),
     Op(5, "maximum", E, 2, "MaximumBackward0", "sm.maximum(x, y)", "sm.max_grad(g, x, y)",

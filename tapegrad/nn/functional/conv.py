@@ -157,6 +157,9 @@ def convolution(input, weight, bias, stride, pad_lo, pad_hi, dilation, groups, m
         raise RuntimeError(f"Given groups={groups}, weight of size {_fmt(weight.shape)}, "
                            f"expected input{_fmt(input.shape)} to have "
                            f"{weight.shape[1] * groups} channels, but got {c} channels instead")
+    if o_ch == 0:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be at least {groups} at "
+                           f"dimension 0, but got weight of size {_fmt(weight.shape)} instead")
     if o_ch % groups:
         raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by "
                            f"{groups} at dimension 0, but got weight of size "
@@ -176,15 +179,18 @@ def convolution(input, weight, bias, stride, pad_lo, pad_hi, dilation, groups, m
     idx, has_pad = _im2col_index(n, c, groups, spatial, kernel, tuple(stride), tuple(dilation),
                                  tuple(pad_lo), out, mode)
 
+    # (sizes spelled out, never -1: a batch, channels or taps of 0 leave -1 ambiguous)
+    taps = weight.shape[1] * math.prod(kernel)
+
     def body():
         flat = input.reshape(-1)
         if has_pad:
             flat = cat([flat, zeros(1, dtype=input.dtype)])
         if groups == 1:                                   # (C * taps, N * positions)
-            y = mm(weight.reshape(o_ch, -1), flat[idx[0]])
+            y = mm(weight.reshape(o_ch, taps), flat[idx[0]])
         else:                                             # (G, C/G * taps, N * positions)
-            y = bmm(weight.reshape(groups, o_ch // groups, -1), flat[idx])
-        y = y.reshape(o_ch, n, -1)
+            y = bmm(weight.reshape(groups, o_ch // groups, taps), flat[idx])
+        y = y.reshape(o_ch, n, math.prod(out))
         if bias is not None:
             y = y + bias.reshape(o_ch, 1, 1)
         y = y.reshape(1, o_ch, -1) if n == 1 else y.permute(1, 0, 2)

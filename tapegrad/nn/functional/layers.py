@@ -10,12 +10,20 @@ def linear(input, weight, bias=None):
     """input @ weight.T + bias, shown as PyTorch records it: for other than 2-D inputs a
     flattening view, one AddmmBackward0 (MmBackward0 without bias) Node on 2-D operands
     whose weight edge is a TBackward0, and a view back.  The product reads the weight in
-    place (``mm_transposed``): the TBackward0 is a view with no entry (and no copy)."""
-    if input.ndim == 1 and bias is None:
-        return matmul(input, weight.t())         # SqueezeBackward4 of an MmBackward0
-    if weight.ndim != 2:
+    place (``mm_transposed``): the TBackward0 is a view with no entry (and no copy).  A
+    1-D weight is a matmul (plus bias), as in PyTorch, whose addmm refuses it with a
+    bias on a 2-D input."""
+    if input.ndim == 0 or weight.ndim == 0:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
+                           f"{input.ndim}D and {weight.ndim}D")
+    if weight.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
                            f"{weight.ndim}D")
+    if weight.ndim == 1 and bias is not None and input.ndim == 2:
+        raise RuntimeError("mat2 must be a matrix, got 1-D tensor")
+    if input.ndim == 1 and bias is None or weight.ndim == 1:
+        y = matmul(input, weight.t())            # SqueezeBackward4 of an MmBackward0
+        return y if bias is None else y + bias
     x2 = input if input.ndim == 2 else input.reshape(-1, input.shape[-1])
     if bias is None:
         y = composite("MmBackward0", lambda: mm_transposed(x2, weight), x2, weight,
