@@ -508,6 +508,20 @@ for _op in EW_OPS:
         FUNCTIONS[_op.name] = (_make_unary if _op.arity == 1 else _make_binary)(_op)
 add, sub, mul, div, neg, abs, reciprocal = (
     FUNCTIONS[n] for n in ("add", "sub", "mul", "div", "neg", "abs", "reciprocal"))
+
+
+def _alpha_form(plain):
+    """``add`` / ``sub`` as PyTorch's functions and methods take them: ``input op alpha *
+    other`` (other scaled first, as the in-place forms do).  The operators (``x + y``)
+    keep the plain form: no keyword to read on the scalar path."""
+    def with_alpha(input, other, *, alpha=None):
+        return plain(input, other if alpha is None else other * alpha)
+    with_alpha.__name__ = plain.__name__
+    return with_alpha
+
+
+FUNCTIONS["add"], FUNCTIONS["sub"] = _alpha_form(add), _alpha_form(sub)
+OPERATORS = {"add": add, "sub": sub}    # (the dunders' functions, where they differ)
 _pow, _square = FUNCTIONS["pow"], FUNCTIONS["square"]
 
 

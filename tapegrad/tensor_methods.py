@@ -6,7 +6,7 @@ table, ``shape_ops``, ``reductions``, ``linalg``, ``softmax_ops``, ``factories``
 ``inplace``) and become methods and operators here, at import of ``tapegrad``.
 """
 from . import dtypes
-from .elementwise import FUNCTIONS, REFLECTED, clamp, clamp_max, clamp_min, where
+from .elementwise import FUNCTIONS, OPERATORS, REFLECTED, clamp, clamp_max, clamp_min, where
 from .devices import CPU, check as check_device
 from .extra_ops import allclose, equal, isclose
 from .factories import cpu, ones, tensor, to, zeros
@@ -26,8 +26,10 @@ T = Tensor
 # -- elementwise and comparisons, from the op table: name, aliases, operators, in-place form --
 for _op in EW_OPS + COMPARE_OPS:
     _f = clamp if _op.name == "clamp" else FUNCTIONS[_op.name]
-    for _name in (_op.name,) + _op.aliases + _op.dunders:
+    for _name in (_op.name,) + _op.aliases:
         setattr(T, _name, _f)
+    for _name in _op.dunders:
+        setattr(T, _name, OPERATORS.get(_op.name, _f))
     if _op.rdunder:
         setattr(T, _op.rdunder, REFLECTED[_op.name])
     if _op.kind == "ew" and _op.inplace:

@@ -336,3 +336,19 @@ def test_bare_grad_mode_decorators_and_flip_of_several_dims():
         out.append([off(x).requires_grad, back_on, off.__name__, y.flip(0, 1).tolist(),
                     y.flip(1).tolist(), y.flip([0]).tolist()])
     assert out[0] == out[1]
+
+
+def test_add_and_sub_take_alpha():
+    """``add`` / ``sub`` / ``subtract`` with ``alpha``, as functions and methods: input op
+    alpha * other, with its gradients (PyTorch fuses the product, one rounding fewer)."""
+    out = []
+    for m in (tapegrad, torch):
+        a = m.tensor([1.0, -2.0, 0.3], requires_grad=True, dtype=m.float64)
+        b = m.tensor([3.0, 5.0, -0.7], requires_grad=True, dtype=m.float64)
+        ys = [m.add(a, b, alpha=2), m.sub(a, b, alpha=0.5), a.add(b, alpha=-3),
+              a.sub(b, alpha=2), m.subtract(a, b, alpha=4), m.sub(a, 2.0, alpha=3),
+              a.add(b)]
+        sum(y.sum() for y in ys).backward()
+        out.append([y.detach().numpy() for y in ys] + [a.grad.numpy(), b.grad.numpy()])
+    for got, want in zip(*out):
+        np.testing.assert_allclose(got, want, rtol=1e-15)
