@@ -19,6 +19,10 @@ class _State(threading.local):
 
 STATE = _State()
 
+# forward AD's open dual levels (``autograd.forward_ad``), each id(dual) -> (weakref, tangent):
+# kept here for ``tensor._leaf`` to mark values computed under no_grad inside one
+DUAL_LEVELS = []
+
 
 def is_grad_enabled():
     return STATE.grad

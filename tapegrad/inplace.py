@@ -22,15 +22,27 @@ from .tracing import freeze, shares_storage, traced_entry
 _F64 = np.dtype(np.float64)
 
 
-def _note_modified(x):
-    """Record on x's tape that the buffer holding x's value is about to change: entries
-    recorded before now that saved it are stale (those recorded later saw the old
-    value as their input, which the tape keeps)."""
+def _note_modified(x, data=False):
+    """Record on the tapes that hold x's value (its own entry, and its external entries
+    on other tapes) that the buffer holding it is about to change: entries recorded
+    before now that saved it are stale (those recorded later saw the old value as their
+    input, which the tape keeps).  ``data``: changed through ``.data``, which PyTorch's
+    version check does not see."""
     t = x._t if x._t is not None else live_tape(x._tid)
     if t is not None and x._i >= 0 and (x._t is not None or x._tid == t.uid):
-        first = t.autograd.modified.get(x._i)
-        t.autograd.modified[x._i] = (weakref.ref(x), x._version + 1, first[2] if first else x._version,
-                            first[3] if first else t.next)
+        _note(t, x._i, x, data)
+    for ref in x.__dict__.get("_ext_tapes", ()) if x.__dict__ else ():
+        t = ref()
+        i = t._ext.get(id(x)) if t is not None else None
+        if i is not None:
+            _note(t, i, x, data)
+
+
+def _note(t, i, x, data):
+    first = t.autograd.modified.get(i)
+    t.autograd.modified[i] = (weakref.ref(x), x._version + (not data),
+                              first[2] if first else x._version, first[3] if first else t.next,
+                              data and (first is None or first[4]))
 
 
 def _adopt(x, compute):

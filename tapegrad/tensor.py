@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from . import dtypes, tracing
-from .grad_mode import STATE
+from .grad_mode import DUAL_LEVELS, STATE
 from .ops.table import CODE
 from .tape import current_tape
 
@@ -207,7 +207,12 @@ class Tensor:
 
     @property
     def data(self):
-        return self.detach()
+        """An alias sharing storage but not the version counter (PyTorch's): writes
+        through it bump no version, as optimizers' updates of ``p.data`` do."""
+        if STATE.trace is not None and tracing.traced_entry(self) is not None:
+            return self.detach()
+        from .views import DATA, mark
+        return mark(_leaf(self._d, False, self._inference), self, _same, None, DATA)
 
     @data.setter
     def data(self, value):
@@ -419,6 +424,8 @@ def _leaf(d, rg=False, inference=False):
     o._rg = rg
     if inference or STATE.inference:
         o._inference = True
+    elif not STATE.grad and DUAL_LEVELS and DUAL_LEVELS[-1]:
+        o.__dict__["_no_grad_in_dual"] = True     # (its tangent, if any, is lost: forward_ad)
     return o
 
 

@@ -13,6 +13,15 @@ PyTorch's over shared storage:
 * after a tensor changes in place, its live views and aliases are made again from it
   (``refresh``): their values, and their histories where the base has one.
 
+A view and its base share one version counter, as in PyTorch (``_version`` is kept
+equal along the relation): the entries that hold the old values of any of them, live
+views', dead views' (``bases`` on their tape: a recorded view's entry and its base's)
+and the base's, are noted as modified (``inplace._note_modified``), so a backward that
+needs one as a saved value raises PyTorch's error.  ``.data`` (``DATA``) shares the
+storage but not the counter: a write through it bumps no version (PyTorch's backward
+then silently reads the new value; tapegrad's tape holds the old one, so that backward
+raises an error saying so).
+
 PyTorch's errors come first (``check``): an in-place op on a view of a leaf that
 requires grad, and on a view whose elements overlap (``expand``).  A tensor that was
 never viewed pays nothing: the relation lives in ``__dict__`` of views and bases only.
@@ -29,6 +38,8 @@ from .grad_mode import STATE
 # op on one of them that requires grad, in grad mode
 MULTI_OUTPUT = set()
 
+DATA = 2    # ``detached`` of ``.data``: an alias with a version counter of its own
+
 
 def mark(view, base, fn, arg=None, detached=False):
     """``view`` is ``fn(base, arg)`` sharing base's storage (``detached``: an alias
@@ -36,8 +47,15 @@ def mark(view, base, fn, arg=None, detached=False):
     if view is base:
         return view
     view.__dict__["_view"] = (base, fn, arg, detached)
+    if base._version and detached is not DATA:
+        view._version = base._version            # (one counter: kept equal)
     if not STATE.grad and base._rg and not detached:
         view.__dict__["_no_grad_view"] = True    # (an in-place op in grad mode: refused)
+    t = view._t
+    if t is not None and not detached:           # the entry it was made from, for its saver
+        e = base._i if base._tid == t.uid else t._ext.get(id(base))
+        if e is not None:
+            t.autograd.bases[view._i] = (e, arg[-1] if fn in MULTI_OUTPUT else None)
     d = base.__dict__
     refs = d.get("_views")
     if refs is None:
@@ -134,29 +152,31 @@ def check(x):
         link = _link(base)
 
 
-def after_inplace(x):
+def after_inplace(x, data=False):
     """``x`` changed in place: its base takes the change (which goes on up through the
-    base's own in-place path), or, at the outermost base, its views are made again."""
+    base's own in-place path), or, at the outermost base, its views are made again.
+    ``data``: the change came through ``.data``, which bumps no version from there on."""
     link = _link(x)
     if link is not None:
-        _write_into(x, *link)
+        _write_into(x, *link, data)
     elif x.__dict__:
-        refresh(x)
+        refresh(x, data)
 
 
-def _write_into(view, base, fn, arg, detached):
+def _write_into(view, base, fn, arg, detached, data=False):
     from .inplace import _note_modified, new_value, place
     from .tracing import traced_entry
     pos = positions(base, fn, arg)
     traced = traced_entry(view) is not None or traced_entry(base) is not None
-    if not detached and (traced or STATE.grad and (view._t is not None or base._t is not None)
+    data = data or detached is DATA
+    if not detached and not data and (traced or STATE.grad and (view._t is not None or base._t is not None)
                          and (view._rg or base._rg)):
         # (base's in-place path goes on up; while tracing, recorded so a replay redoes it)
         place(base, pos, view, "torch::autograd::CopySlices", traced=traced)
         return
     vals = np.asarray(view._arr, base._arr.dtype).reshape(-1)
     d = base._d
-    _note_modified(base)
+    _note_modified(base, data)
     new_value(base)
     if d.__class__ is float:
         base._d = float(vals[0])
@@ -166,14 +186,16 @@ def _write_into(view, base, fn, arg, detached):
         d = np.array(d)
         d.flat[pos.reshape(-1)] = vals
         base._d = d
-    base._version += 1
-    after_inplace(base)
+    if not data:
+        base._version += 1
+    after_inplace(base, data)
 
 
-def refresh(base):
+def refresh(base, data=False):
     """Make ``base``'s live views again from it (values; histories where it has one),
-    and theirs in turn."""
-    from .inplace import new_value
+    and theirs in turn; the entries that held their old values are noted as modified
+    (``data``: through ``.data``, with no version bumped)."""
+    from .inplace import _note_modified, new_value
     refs = base.__dict__.get("_views") if base.__dict__ else None
     if not refs:
         return
@@ -184,6 +206,8 @@ def refresh(base):
             continue
         live.append(ref)
         _, fn, arg, detached = v.__dict__["_view"]
+        quiet = data or detached is DATA
+        _note_modified(v, quiet)
         if detached:
             v._d = base._d if base._d.__class__ is float else np.asarray(base._arr)
             v._tid = 0
@@ -194,6 +218,7 @@ def refresh(base):
             else:                     # (no_grad: v keeps its history, takes the value)
                 new_value(v)
             v._d = new._d
-        v._version = base._version
-        refresh(v)
+        if detached is not DATA:
+            v._version = base._version
+        refresh(v, quiet)
     refs[:] = live

@@ -138,3 +138,37 @@ def test_custom_function_without_jvp_is_refused_in_forward_mode():
         y = Double.apply(d)
         with pytest.raises(RuntimeError, match="You must implement the jvp function"):
             fwAD.unpack_dual(y)
+
+
+def _no_grad_inside_dual_level(m, make_inside=False):
+    fw = m.autograd.forward_ad
+    x = m.tensor([1., 2., 3.], dtype=m.float64)
+    t = m.tensor([1., 0., 0.5], dtype=m.float64)
+    with fw.dual_level():
+        d = None if make_inside else fw.make_dual(x, t)
+        with m.no_grad():
+            if make_inside:
+                d = fw.make_dual(x, t)
+            y = d.sin() * 2
+        return fw.unpack_dual(y).tangent, fw.unpack_dual(y * d).tangent
+
+
+def test_forward_ad_under_no_grad_is_refused_not_dropped():
+    """PyTorch keeps propagating tangents under no_grad; tapegrad records nothing there,
+    so it refuses (rather than answer None, or a tangent that misses the ops there)."""
+    p_inner, p_outer = _no_grad_inside_dual_level(torch)
+    assert p_inner is not None and p_outer is not None      # PyTorch's: carried on
+    for make_inside in (False, True):
+        with pytest.raises(NotImplementedError, match="forward-mode AD under no_grad"):
+            _no_grad_inside_dual_level(tg, make_inside)
+    with fwAD.dual_level():                 # inference_mode drops tangents in both
+        d = fwAD.make_dual(tg.tensor([1., 2.]), tg.tensor([1., 1.]))
+        with tg.inference_mode():
+            y = d.sin()
+        assert fwAD.unpack_dual(y).tangent is None
+    with fwAD.dual_level():                 # no_grad on values apart from the duals: fine
+        d = fwAD.make_dual(tg.tensor([1., 2.]), tg.tensor([1., 1.]))
+        s = tg.tensor([3., 4.])
+        with tg.no_grad():
+            s.mul_(2)
+        np.testing.assert_allclose(fwAD.unpack_dual(d * s).tangent.numpy(), [6., 8.])

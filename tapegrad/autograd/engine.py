@@ -358,34 +358,70 @@ def modified_saved_error(t, live, n):
     """PyTorch's error if a swept entry needs a saved value that an in-place op changed
     after the entry was recorded; None otherwise.  Called only when the tape saw an
     in-place op.  What an entry saves is what PyTorch saves (``saved_slots``: ``x * 3``
-    saves nothing of x; a broadcast operand is saved unbroadcast)."""
+    saves nothing of x; a broadcast operand is saved unbroadcast).  A view shares its
+    base's version counter: the views made of a changed entry before the change (live
+    or not: ``bases``) are stale with it."""
     ops = t.OP[:n]
     idx = np.arange(n)
     swept = live[:n].astype(bool) & (SAVES[0][ops] | SAVES[1][ops] | SAVES[2][ops])
     A, B = t.A[:n], t.B[:n]
     A2, B2 = t.A[np.maximum(A, 0)], t.A[np.maximum(B, 0)]     # through a broadcast
-    for entry, (ref, now, then, boundary) in t.autograd.modified.items():
-        near = swept & (idx < boundary) & ((A == entry) | (B == entry) | (idx == entry)
-                                           | ((A >= 0) & (A2 == entry))
-                                           | ((B >= 0) & (B2 == entry)))
-        if any(entry in (j, shown) for i in np.flatnonzero(near)
-               for _, j, shown in CALLBACKS.saved_slots(t, int(i))):
-            x = ref()
-            what = "a tensor"
-            if x is not None:
-                now = x._version
-                kind = {np.dtype(np.float64): "DoubleTensor",
-                        np.dtype(np.float32): "FloatTensor"}.get(x._arr.dtype, "Tensor")
-                holder = (re.sub(r"Backward\d*$", "", x.grad_fn.name())
-                          if x.grad_fn is not None else "AccumulateGrad")
-                what = f"[tapegrad.{kind} {list(x.shape)}], which is output 0 of {holder},"
-            return RuntimeError(
-                "one of the variables needed for gradient computation has been modified by an "
-                f"inplace operation: {what} is at version {now}; expected version {then} "
-                "instead. Hint: enable "
-                "anomaly detection to find the operation that failed to compute its gradient, "
-                "with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+    made_of = {}
+    for j, (e, _) in t.autograd.bases.items():
+        made_of.setdefault(e, []).append(j)
+    for entry, (ref, now, then, boundary, data) in t.autograd.modified.items():
+        stale, todo = {entry}, [entry]
+        while todo:
+            for j in made_of.get(todo.pop(), ()):
+                if j < boundary and j not in stale:
+                    stale.add(j)
+                    todo.append(j)
+        s = np.fromiter(stale, np.int64, len(stale))
+        near = swept & (idx < boundary) & (np.isin(A, s) | np.isin(B, s) | np.isin(idx, s)
+                                           | ((A >= 0) & np.isin(A2, s))
+                                           | ((B >= 0) & np.isin(B2, s)))
+        for i in np.flatnonzero(near):
+            for _, j, shown in CALLBACKS.saved_slots(t, int(i)):
+                hit = j if j in stale else shown if shown in stale else None
+                if hit is not None:
+                    return _modified_error(t, hit, ref(), now, then, data)
     return None
+
+
+def _modified_error(t, hit, x, now, then, data):
+    """The error for saved entry ``hit``, stale since ``x`` (None: gone) changed."""
+    if data:
+        return RuntimeError(
+            "a value saved for backward was changed through .data (which shares its storage, "
+            "not its version counter) after it was saved: PyTorch's backward would silently "
+            "use the new value, but tapegrad's graph holds the old one, so it cannot compute "
+            "that gradient. Run the forward again after the change (or change the value "
+            "before the forward).")
+    view = t.autograd.bases.get(hit)
+    if view is not None and view[1] is not None:
+        name = re.sub(r"Backward\d*$", "", BY_CODE[int(t.OP[hit])].node)
+        return RuntimeError(
+            f"Output {view[1]} of {name} is a view and its base or another view of its base "
+            "has been modified inplace. This view is the output of a function that returns "
+            "multiple views. Such functions do not allow the output views to be modified "
+            "inplace. You should replace the inplace operation by an out-of-place one.")
+    what = "a tensor"
+    if x is not None:
+        now = x._version
+        kind = {np.dtype(np.float64): "DoubleTensor",
+                np.dtype(np.float32): "FloatTensor"}.get(x._arr.dtype, "Tensor")
+        shape = list(t.shape(hit)) if view is not None else list(x.shape)
+        holder = ("AsStrided" if view is not None else         # (PyTorch's view made again)
+                  re.sub(r"Backward\d*$", "", x.grad_fn.name()) if x.grad_fn is not None
+                  else None)
+        what = f"[tapegrad.{kind} {shape}]" + (f", which is output 0 of {holder}," if holder
+                                              else "")
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: {what} is at version {now}; expected version {then} "
+        "instead. Hint: enable "
+        "anomaly detection to find the operation that failed to compute its gradient, "
+        "with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
 def _host_function(t, i, G, live, needed=None):
