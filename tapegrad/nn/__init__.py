@@ -1,7 +1,7 @@
 """``tapegrad.nn``: modules, layers, losses, ``functional`` and ``init``, with PyTorch's API."""
 from . import functional, init
 from .activation import GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, Softmax, Softplus, Tanh
-from .container import Sequential
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
@@ -18,3 +18,4 @@ __all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "Dropout", "GELU", "Identity
            "Sigmoid", "Softmax", "Softplus", "Tanh", "functional", "init"]
 __all__ += ["BatchNorm1d", "Conv1d", "Conv2d", "Embedding", "Flatten", "LayerNorm",
             "MaxPool1d", "MaxPool2d", "Unflatten"]
+__all__ += ["ModuleDict", "ModuleList", "ParameterDict", "ParameterList"]

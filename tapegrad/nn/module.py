@@ -9,6 +9,7 @@ import collections
 
 from .. import devices
 from ..dtypes import dtype as _dtype
+from ..autograd.hooks import RemovableHandle
 from ..grad_mode import no_grad
 from ..tensor import Tensor
 from .parameter import Parameter
@@ -75,7 +76,9 @@ class Module:
 
     def __init__(self):
         for name, value in (("training", True), ("_parameters", {}), ("_buffers", {}),
-                            ("_non_persistent_buffers_set", set()), ("_modules", {})):
+                            ("_non_persistent_buffers_set", set()), ("_modules", {}),
+                            ("_forward_pre_hooks", {}), ("_forward_hooks", {}),
+                            ("_hooks_with_kwargs", set())):
             object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
@@ -83,7 +86,54 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        if not (d.get("_forward_pre_hooks") or d.get("_forward_hooks")):
+            return self.forward(*args, **kwargs)
+        with_kwargs = self._hooks_with_kwargs
+        for key, hook in list(self._forward_pre_hooks.items()):
+            if key in with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {result}.")
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for key, hook in list(self._forward_hooks.items()):
+            result = hook(self, args, kwargs, output) if key in with_kwargs else \
+                hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    # -- forward hooks -----------------------------------------------------------------
+    def _add_hook(self, table, hook, prepend, with_kwargs):
+        hooks = getattr(self, table)
+        handle = RemovableHandle(hooks)
+        later = {}
+        if prepend:                 # first, in the same dict (the handles hold it)
+            later = dict(hooks)
+            hooks.clear()
+        hooks[handle.id] = hook
+        hooks.update(later)
+        if with_kwargs:
+            self._hooks_with_kwargs.add(handle.id)
+        return handle
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args)`` (or ``(module, args, kwargs)``) runs before ``forward``;
+        a result other than None replaces the arguments (a non-tuple is one argument;
+        with kwargs, a tuple ``(args, kwargs)``)."""
+        return self._add_hook("_forward_pre_hooks", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """``hook(module, args, output)`` (or ``(module, args, kwargs, output)``) runs
+        after ``forward``; a result other than None replaces the output."""
+        return self._add_hook("_forward_hooks", hook, prepend, with_kwargs)
 
     # -- registration ------------------------------------------------------------------
     def register_parameter(self, name, param):
