@@ -39,8 +39,14 @@ from .more_ops import (argsort, ceil, cross, diag, einsum, flip, floor,  # noqa:
                        multigammaln as mvlgamma, nan_to_num, randperm, repeat_interleave,
                        roll, round, sort, topk, tril, triu, unflatten)
 from . import linalg as _linalg_module, special  # noqa: E402, F401
-_linalg_module.cross = linalg_cross          # torch.linalg.cross
-del linalg_cross
+from .linalg_ops import (LinAlgError as _LinAlgError, det,  # noqa: E402
+                         inverse, linalg_norm as _linalg_norm, logdet, slogdet_top as slogdet)
+from . import linalg_ops as _lo  # noqa: E402
+_linalg_module.cross = linalg_cross          # torch.linalg.cross, .norm, .det, ...
+_linalg_module.norm, _linalg_module.LinAlgError = _linalg_norm, _LinAlgError
+for _name in ("vector_norm", "matrix_norm", "det", "slogdet", "inv", "solve"):
+    setattr(_linalg_module, _name, getattr(_lo, _name))
+del linalg_cross, _linalg_norm, _LinAlgError, _lo, _name
 
 globals().update(_EW)
 globals().update({alias: _EW[op.name] for op in _EW_OPS for alias in op.aliases

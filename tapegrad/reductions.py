@@ -384,20 +384,20 @@ def _string_order(p, dim):
     return 2
 
 
-def _norm_dtype(input, dtype):
-    """PyTorch's checks of vector_norm's dtypes: a float input, and a ``dtype=`` that is
-    float and holds the input's values without narrowing."""
+def _norm_dtype(input, dtype, op="linalg.vector_norm"):
+    """PyTorch's checks of vector_norm's (``op``'s) dtypes: a float input, and a
+    ``dtype=`` that is float and holds the input's values without narrowing."""
     name = dtypes.TORCH_NAMES
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor "
-                           f"as input. Got {name[input.dtype.name][0]}")
+        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. "
+                           f"Got {name[input.dtype.name][0]}")
     if dtype is None:
         return
     if not dtype.is_floating_point:
-        raise RuntimeError(f"linalg.vector_norm: dtype should be floating point or complex, "
-                           f"but got {name[dtype.name][0]}")
+        raise RuntimeError(f"{op}: dtype should be floating point or complex, but got "
+                           f"{name[dtype.name][0]}")
     if dtype.itemsize < input.dtype.itemsize:
-        raise RuntimeError(f"linalg.vector_norm: the dtype of the input "
+        raise RuntimeError(f"{op}: the dtype of the input "
                            f"({name[input.dtype.name][0]}) should be convertible without "
                            f"narrowing to the specified dtype ({name[dtype.name][0]})")
 

@@ -93,6 +93,9 @@ T.flip = lambda self, *dims: _mo.flip(self, dims[0] if len(dims) == 1 else dims)
 T.cross = lambda self, other, dim=None: _mo.cross(self, other, dim)
 T.moveaxis = T.movedim
 T.mvlgamma = lambda self, p: _mo.multigammaln(self, p)
+# -- linear algebra (linalg_ops) ---------------------------------------------------------------
+from . import linalg_ops as _lo  # noqa: E402
+T.det, T.logdet, T.slogdet, T.inverse = _lo.det, _lo.logdet, _lo.slogdet_top, _lo.inverse
 # -- devices: every tensor is on the CPU ----------------------------------------------------------
 T.device = property(lambda self: CPU, doc="The tensor's device: always device(type='cpu').")
 T.is_cpu = property(lambda self: True)
