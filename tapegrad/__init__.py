@@ -39,8 +39,12 @@ from .more_ops import (argsort, ceil, cross, diag, einsum, flip, floor,  # noqa:
                        multigammaln as mvlgamma, nan_to_num, randperm, repeat_interleave,
                        roll, round, sort, topk, tril, triu, unflatten)
 from . import linalg as _linalg_module, special  # noqa: E402, F401
-from .linalg_ops import (LinAlgError as _LinAlgError, det,  # noqa: E402
-                         inverse, linalg_norm as _linalg_norm, logdet, slogdet_top as slogdet)
+from .linalg_ops import (LinAlgError as _LinAlgError, addmm, addmv,  # noqa: E402
+                         baddbmm, det, inverse, linalg_norm as _linalg_norm, logdet,
+                         slogdet_top as slogdet)
+from .more_ops import (addcdiv, addcmul, copysign, diff, fmax, fmin,  # noqa: E402
+                       heaviside, logaddexp, logaddexp2, sgn)
+from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
 from . import linalg_ops as _lo  # noqa: E402
 _linalg_module.cross = linalg_cross          # torch.linalg.cross, .norm, .det, ...
 _linalg_module.norm, _linalg_module.LinAlgError = _linalg_norm, _LinAlgError

@@ -1,5 +1,5 @@
 """``torch.linalg``'s functions beyond the products of ``linalg.py`` (the package root
-puts them on ``tapegrad.linalg``): the norms, composed of reductions; ``det``,
+puts them on ``tapegrad.linalg``), and ``addmm`` / ``addmv`` / ``baddbmm``: the norms, composed of reductions; ``det``,
 ``slogdet``, ``inv`` and ``solve``, computed by NumPy's LAPACK in custom Functions whose
 backwards are written in tapegrad's ops (so ``create_graph`` differentiates them again;
 a replay (``tapegrad.trace``) does not take them, as it takes no custom Function):
@@ -15,8 +15,10 @@ import numpy as np
 from .autograd.function import Function
 from .dtypes import TORCH_NAMES
 from .elementwise import where
-from .reductions import _norm_dtype, amax, amin, norm, sum as _sum
-from .shape_ops import _wrap_dim, unsqueeze
+from .linalg import bmm, mm, mv
+from .more_ops import zero_gradient_to
+from .reductions import composite,  _norm_dtype, amax, amin, norm, sum as _sum
+from .shape_ops import _wrap_dim, expand, unsqueeze
 from .tensor import from_array
 from .tracing import freeze
 
@@ -285,3 +287,45 @@ def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
 
 def inverse(input):
     return inv(input)
+
+
+# -- products added to a tensor ------------------------------------------------------------
+def _plus_product(node, input, product, beta, alpha, *factors):
+    """``beta * input + alpha * product()`` (input broadcast to the product's shape); with
+    beta 0 input is ignored (its nan and inf too) and gets a zero gradient, as PyTorch's."""
+    def body():
+        out = product()
+        out = out if alpha == 1 else alpha * out
+        base = expand(input, tuple(out.shape))
+        if beta == 0:
+            return zero_gradient_to(out, base)
+        return (base if beta == 1 else beta * base) + out
+    return composite(node, body, input, *factors)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    for name, m in (("mat1", mat1), ("mat2", mat2)):
+        if m.ndim != 2:
+            raise RuntimeError(f"{name} must be a matrix, got {m.ndim}-D tensor")
+    if input.dtype is not mat2.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                           f"{TORCH_NAMES[input.dtype.name][0]} and "
+                           f"{TORCH_NAMES[mat2.dtype.name][0]}")
+    return _plus_product("AddmmBackward0", input, lambda: mm(mat1, mat2), beta, alpha, mat1,
+                         mat2)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1):
+    if mat.ndim != 2 or vec.ndim != 1 or input.ndim > 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {input.ndim}, {mat.ndim}, "
+                           f"{vec.ndim}")
+    if input.ndim == 1 and input.shape[0] not in (1, mat.shape[0]) or \
+            mat.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({input.shape[0] if input.ndim else 1}), "
+                           f"mat ({mat.shape[0]}x{mat.shape[1]}), vec ({vec.shape[0]})")
+    return _plus_product("AddmvBackward0", input, lambda: mv(mat, vec), beta, alpha, mat, vec)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    return _plus_product("BaddbmmBackward0", input, lambda: bmm(batch1, batch2), beta, alpha,
+                         batch1, batch2)

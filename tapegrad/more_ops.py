@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 
 from . import dtypes
+from .autograd.function import Function
 from .elementwise import where
 from .factories import _rng, zeros
 from .reductions import composite, sum as _sum
@@ -689,3 +690,141 @@ def multigammaln(input, p):
             total = term if total is None else total + term
         return total + p * (p - 1) / 4 * _LOG_PI
     return composite("MvlgammaBackward0", body, input)
+
+
+# -- elementwise compositions --------------------------------------------------------------------
+def _ones_mask(*tensors):
+    """A constant all-True mask of the tensors' broadcast shape."""
+    return _const(np.ones(np.broadcast_shapes(*(tuple(t.shape) for t in tensors)), bool))
+
+
+def zero_gradient_to(value, *others):
+    """``value``, through a ``where`` that never takes ``others``: they get a zero
+    gradient (as PyTorch's Node gives them), and their nan / inf never reach the value."""
+    for t in others:
+        if isinstance(t, Tensor):
+            value = where(_ones_mask(value, t), value, t)
+    return value
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 * tensor2``."""
+    return composite("AddcmulBackward0", lambda: input + value * (tensor1 * tensor2), input,
+                     tensor1, tensor2)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """``input + value * tensor1 / tensor2``."""
+    if not (tensor1.dtype.is_floating_point or tensor2.dtype.is_floating_point):
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
+                           "future  release addcdiv will perform a true division of tensor1 and "
+                           "tensor2. The historic addcdiv behavior can be implemented as "
+                           "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+                           "integer inputs and as (input + value * tensor1 / tensor2) for float "
+                           "inputs. The future addcdiv behavior is just the latter "
+                           "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+    return composite("AddcdivBackward0", lambda: input + value * (tensor1 / tensor2), input,
+                     tensor1, tensor2)
+
+
+def _logaddexp(node, input, other, scale):
+    """``log(exp(x) + exp(y))`` (base e, or 2 where ``scale`` is ln 2) as ``max +
+    log1p(exp(-|x - y|))``; equal infinities are themselves."""
+    same_inf = _const(np.isinf(_values(input)) & (_values(input) == _values(other)))
+
+    def body():
+        x, y = (input, other) if scale == 1 else (input * scale, other * scale)
+        out = x.maximum(y) + (-(x - y).abs()).exp().log1p()
+        return where(same_inf, input, out if scale == 1 else out / scale)
+    return composite(node, body, input, other)
+
+
+def logaddexp(input, other):
+    return _logaddexp("LogaddexpBackward0", input, other, 1)
+
+
+def logaddexp2(input, other):
+    return _logaddexp("Logaddexp2Backward0", input, other, float(np.log(2.0)))
+
+
+def sgn(input):
+    """The sign (of real tensors; tapegrad has no complex ones): zero gradient."""
+    return composite("SgnBackward0", lambda: input.sign(), input)
+
+
+def copysign(input, other):
+    """``|input|`` with the sign bit of ``other`` (a float result); the gradient is
+    input's sign times the result's, 0 at 0, and 0 to ``other`` (PyTorch's is nan at an
+    infinite or nan input: result / input there)."""
+    if not input.dtype.is_floating_point:
+        input = input.to(dtypes.get_default_dtype())
+    negative = _const(np.signbit(_values(other)))
+
+    def body():
+        a = input.abs()
+        return zero_gradient_to(where(negative, -a, a), other)
+    node = "CopysignBackward0" if isinstance(other, Tensor) else "CopysignBackward1"
+    return composite(node, body, input, *([other] if isinstance(other, Tensor) else []))
+
+
+class _NoDerivative(Function):
+    """A result PyTorch gives a Node without a derivative: backward through it raises."""
+    _node_name = "torch::autograd::NotImplemented"
+
+    @staticmethod
+    def forward(ctx, value, name, *inputs):
+        ctx.name = name
+        return value
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError(f"derivative for aten::{ctx.name} is not implemented")
+
+
+def heaviside(input, values):
+    """0 below 0, 1 above, ``values`` at 0 (same dtypes: PyTorch's error otherwise); no
+    derivative (backward through it raises, as PyTorch's)."""
+    if input.dtype is not values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    a, v = _values(input), _values(values)
+    out = _const(np.where(a == 0, v, (a > 0).astype(a.dtype)).astype(a.dtype))
+    return _NoDerivative.apply(out, "heaviside", input, values)
+
+
+def _fmax_fmin(node, input, other, pick):
+    """The larger / smaller where neither is nan, else the one that is not (nan if both):
+    ``where`` on a mask of the values, a tie's gradient all to ``input``, as PyTorch's."""
+    a, b = _values(input), _values(other)
+    take_input = _const(pick(a, b) | np.isnan(b))
+    return composite(node, lambda: where(take_input, input, other), input, other)
+
+
+def fmax(input, other):
+    return _fmax_fmin("FmaxBackward0", input, other, np.greater_equal)
+
+
+def fmin(input, other):
+    return _fmax_fmin("FminBackward0", input, other, np.less_equal)
+
+
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim`` (after ``prepend`` and ``append`` are
+    put at its ends); ``!=`` for bools, as PyTorch's."""
+    if input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if any(t is not None and t.ndim != input.ndim for t in (prepend, append)):
+        raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    if n == 0:
+        return input.clone()
+    dim = _wrap_dim(dim, input.ndim)
+    x = cat([t for t in (prepend, input, append) if t is not None], dim) \
+        if prepend is not None or append is not None else input
+    for _ in range(n):
+        length = x.shape[dim]
+        if length == 0:
+            break
+        hi, lo = x.narrow(dim, 1, length - 1), x.narrow(dim, 0, length - 1)
+        x = hi != lo if x.dtype is dtypes.bool_ else hi - lo
+    return x

@@ -155,6 +155,28 @@ def mean(input, dim=None, keepdim=False, dtype=None):
     return _reduce(input, value, dims, keepdim, CODE["mean"] if dim is None else CODE["mean_dim"])
 
 
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """The sum with nan counted as 0 (whose gradient is 0 there)."""
+    if not input.dtype.is_floating_point:
+        return sum(input, dim, keepdim, dtype)
+    from .elementwise import where
+    return composite("NansumBackward0", lambda: sum(where(input != input, 0.0, input), dim,
+                                                    keepdim, dtype), input)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """The mean of the entries that are not nan: their nansum over their count."""
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {dtypes.TORCH_NAMES[input.dtype.name][0]}")
+    return nansum(input, dim, keepdim, dtype=dtype) / sum(input == input, dim, keepdim)
+
+
+def count_nonzero(input, dim=None):
+    """How many entries are not 0 (over ``dim``): int64, no graph."""
+    return sum(input != 0, dim)
+
+
 def _refuse_empty(input, name, d, shown=None):
     """PyTorch's IndexError where a reduction along dim ``d`` (wrapped) would find the
     extreme of no values (NumPy raises an error of its own); ``shown``: the dim as given,

@@ -96,6 +96,14 @@ T.mvlgamma = lambda self, p: _mo.multigammaln(self, p)
 # -- linear algebra (linalg_ops) ---------------------------------------------------------------
 from . import linalg_ops as _lo  # noqa: E402
 T.det, T.logdet, T.slogdet, T.inverse = _lo.det, _lo.logdet, _lo.slogdet_top, _lo.inverse
+for _name in ("addmm", "addmv", "baddbmm"):
+    setattr(T, _name, getattr(_lo, _name))
+# -- more compositions: elementwise (more_ops), reductions --------------------------------------
+for _name in ("addcmul", "addcdiv", "logaddexp", "logaddexp2", "sgn", "copysign", "heaviside",
+              "fmax", "fmin", "diff"):
+    setattr(T, _name, getattr(_mo, _name))
+from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
+T.nansum, T.nanmean, T.count_nonzero = nansum, nanmean, count_nonzero
 # -- devices: every tensor is on the CPU ----------------------------------------------------------
 T.device = property(lambda self: CPU, doc="The tensor's device: always device(type='cpu').")
 T.is_cpu = property(lambda self: True)
