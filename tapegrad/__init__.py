@@ -45,6 +45,11 @@ from .linalg_ops import (LinAlgError as _LinAlgError, addmm, addmv,  # noqa: E40
 from .more_ops import (addcdiv, addcmul, copysign, diff, fmax, fmin,  # noqa: E402
                        heaviside, logaddexp, logaddexp2, sgn)
 from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
+from .more_ops import diagonal, inner, kron, tensordot  # noqa: E402
+from .shape_extras import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402
+                           broadcast_tensors, column_stack, dstack, tensor_split, tile)
+swapaxes = swapdims = transpose
+moveaxis = movedim
 from . import linalg_ops as _lo  # noqa: E402
 _linalg_module.cross = linalg_cross          # torch.linalg.cross, .norm, .det, ...
 _linalg_module.norm, _linalg_module.LinAlgError = _linalg_norm, _LinAlgError

@@ -380,16 +380,67 @@ def diag(input, diagonal=0):
             return getitem(padded, (_const(pos),))
         return composite("DiagEmbedBackward0", body, input)
     if input.ndim == 2:
-        rows, cols = input.shape
-        if diagonal >= 0:
-            n = max(min(rows, cols - diagonal), 0)
-            r, c = np.arange(n), np.arange(n) + diagonal
-        else:
-            n = max(min(rows + diagonal, cols), 0)
-            r, c = np.arange(n) - diagonal, np.arange(n)
-        return composite("DiagonalBackward0",
-                         lambda: getitem(input, (_const(r), _const(c))), input)
+        return _diagonal(input, diagonal)
     raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D")
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """The diagonal ``offset`` of the matrices over dims ``dim1``, ``dim2``, as the last
+    dim.  A copy with its gradient (DiagonalBackward0): PyTorch's is a view, so here an
+    in-place op on the result does not write into input."""
+    d1, d2 = _wrap_dim(dim1, input.ndim), _wrap_dim(dim2, input.ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rows, cols = input.shape[d1], input.shape[d2]
+    n = max(min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols), 0)
+    r, c = np.arange(n) + max(-offset, 0), np.arange(n) + max(offset, 0)
+    return composite("DiagonalBackward0", lambda: getitem(
+        movedim(input, (d1, d2), (-2, -1)), (Ellipsis, _const(r), _const(c))), input)
+
+
+_diagonal = diagonal        # (for diag, whose argument ``diagonal`` hides the name)
+
+
+def tensordot(a, b, dims=2):
+    """The sum over ``dims`` (the last n of a with the first n of b, or two lists): both
+    permuted and reshaped to matrices, one product, reshaped back."""
+    if isinstance(dims, (int, np.integer)):
+        da, db = list(range(-dims, 0)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, (int, np.integer)) else list(d) for d in dims)
+    for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size "
+                               f"{a.shape[x]} in dim {x} and second has size {b.shape[y]} in "
+                               f"dim {y}")
+    da, db = [_wrap_dim(d, a.ndim) for d in da], [_wrap_dim(d, b.ndim) for d in db]
+    free_a = [d for d in range(a.ndim) if d not in da]
+    free_b = [d for d in range(b.ndim) if d not in db]
+    k = int(np.prod([a.shape[d] for d in da]))
+    x = reshape(permute(a, free_a + da), (-1, k))
+    y = reshape(permute(b, db + free_b), (k, -1))
+    return reshape(x @ y, tuple(a.shape[d] for d in free_a) + tuple(b.shape[d] for d in free_b))
+
+
+def inner(input, other):
+    """The sum of products over the last dims (a product where one is 0-d)."""
+    if input.ndim == 0 or other.ndim == 0:
+        return input * other
+    if input.shape[-1] != other.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but "
+                           f"got shapes {list(input.shape)} and {list(other.shape)}")
+    return tensordot(input, other, ([-1], [-1]))
+
+
+def kron(input, other):
+    """The Kronecker product: each entry of input times all of other, in blocks."""
+    nd = max(input.ndim, other.ndim)
+    sa = (1,) * (nd - input.ndim) + tuple(input.shape)
+    sb = (1,) * (nd - other.ndim) + tuple(other.shape)
+    x = reshape(input, tuple(v for n in sa for v in (n, 1)))
+    y = reshape(other, tuple(v for n in sb for v in (1, n)))
+    return composite("UnsafeViewBackward0", lambda: reshape(
+        x * y, tuple(p * q for p, q in zip(sa, sb))), input, other)
 
 
 # -- views ---------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
 """More of PyTorch's shape ops, each a composition of recorded ops (no kernel of its own):
 ``narrow`` and ``select`` (one slice / select entry, as indexing records them),
-``repeat`` (view, expand, reshape, shown as one RepeatBackward0), ``masked_fill`` (a
-``where``, shown as MaskedFillBackward0 / 1), ``hstack`` / ``vstack`` (``cat``)."""
+``repeat`` / ``tile`` (view, expand, reshape, shown as one RepeatBackward0), ``masked_fill``
+(a ``where``, shown as MaskedFillBackward0 / 1), ``hstack`` / ``vstack`` /
+``column_stack`` / ``dstack`` (``cat``), ``broadcast_tensors`` (``expand``),
+``atleast_*d`` (views), ``tensor_split`` (``narrow`` views)."""
+import functools
+
 import numpy as np
 
 from . import dtypes, views
@@ -206,3 +210,72 @@ def vstack(tensors):
 
 
 row_stack = vstack
+
+
+# -- tile, broadcast_tensors, atleast_*d, column_stack, dstack, tensor_split -------------------
+def tile(input, dims):
+    """``repeat`` with ones put before ``dims`` where it has fewer than input's dims."""
+    dims = tuple(dims)
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their broadcast shape (those already of it, themselves)."""
+    shape = functools.reduce(broadcast_shape, (tuple(t.shape) for t in tensors), ())
+    return tuple(t if tuple(t.shape) == shape else expand(t, shape) for t in tensors)
+
+
+def _atleast_3d(x):
+    if x.ndim == 0:
+        return reshape(x, (1, 1, 1))
+    if x.ndim == 1:
+        return unsqueeze(unsqueeze(x, 0), -1)
+    return unsqueeze(x, -1) if x.ndim == 2 else x
+
+
+def _each(fn):
+    """``atleast_*d``: one tensor, several, or a list or tuple of them (then a tuple)."""
+    def apply(*tensors):
+        if len(tensors) == 1 and isinstance(tensors[0], Tensor):
+            return fn(tensors[0])
+        if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+            tensors = tensors[0]
+        return tuple(fn(t) for t in tensors)
+    apply.__name__ = fn.__name__.lstrip("_")
+    return apply
+
+
+atleast_1d, atleast_2d, atleast_3d = _each(_atleast_1d), _each(_atleast_2d), _each(_atleast_3d)
+
+
+def column_stack(tensors):
+    """``hstack`` of the tensors, 0-d and 1-d ones made columns."""
+    tensors = _tensor_list(tensors, "column_stack")
+    return hstack([reshape(t, (-1, 1)) if t.ndim <= 1 else t for t in tensors])
+
+
+def dstack(tensors):
+    """Concatenation along dim 2 of the tensors made at least 3-D."""
+    tensors = [_atleast_3d(x) for x in _tensor_list(tensors, "dstack")]
+    _check_sizes(tensors, 2)
+    return cat(tensors, 2)
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """Views along ``dim``: ``n`` sections (the first ``size % n`` one longer), or cut at
+    the given indices (a list, or a 1-D integer tensor; a 0-d one is a count)."""
+    if input.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    dim = _wrap_dim(dim, input.ndim)
+    n = input.shape[dim]
+    cuts = indices_or_sections
+    if isinstance(cuts, Tensor):
+        cuts = cuts.item() if cuts.ndim == 0 else cuts.tolist()
+    if isinstance(cuts, (int, np.integer)):
+        if cuts <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {cuts}")
+        size, extra = divmod(n, cuts)
+        cuts = np.cumsum([size + (k < extra) for k in range(cuts - 1)]).tolist()
+    bounds = [0] + [min(max(c + n if c < 0 else c, 0), n) for c in cuts] + [n]
+    return tuple(narrow(input, dim, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:]))

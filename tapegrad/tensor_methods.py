@@ -104,6 +104,10 @@ for _name in ("addcmul", "addcdiv", "logaddexp", "logaddexp2", "sgn", "copysign"
     setattr(T, _name, getattr(_mo, _name))
 from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
 T.nansum, T.nanmean, T.count_nonzero = nansum, nanmean, count_nonzero
+for _name in ("diagonal", "inner", "kron"):
+    setattr(T, _name, getattr(_mo, _name))
+from .shape_extras import tensor_split, tile  # noqa: E402
+T.tensor_split, T.tile, T.swapdims = tensor_split, tile, T.transpose
 # -- devices: every tensor is on the CPU ----------------------------------------------------------
 T.device = property(lambda self: CPU, doc="The tensor's device: always device(type='cpu').")
 T.is_cpu = property(lambda self: True)
