@@ -11,13 +11,15 @@ import warnings
 
 import numpy as np
 
-from . import dtypes
+from . import dtypes, views
 from .autograd.function import Function
 from .elementwise import where
 from .factories import _rng, zeros
+from .ops.table import CODE
+from .record import contiguous_strides, gather as gather_entry
 from .reductions import composite, sum as _sum
 from .shape_extras import masked_fill
-from .shape_ops import _wrap_dim, cat, expand, getitem, permute, reshape
+from .shape_ops import _out, _wrap_dim, cat, expand, getitem, permute, reshape
 from .tensor import Tensor, _leaf, _norm
 from .tracing import freeze
 
@@ -379,26 +381,33 @@ def diag(input, diagonal=0):
             padded = cat([zeros(1, dtype=input.dtype), input])
             return getitem(padded, (_const(pos),))
         return composite("DiagEmbedBackward0", body, input)
-    if input.ndim == 2:
-        return _diagonal(input, diagonal)
+    if input.ndim == 2:            # (a copy, as PyTorch's: not a view)
+        return _diagonal_of(input, diagonal, 0, 1, "DiagonalBackward0_copy")
     raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D")
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """The diagonal ``offset`` of the matrices over dims ``dim1``, ``dim2``, as the last
-    dim.  A copy with its gradient (DiagonalBackward0): PyTorch's is a view, so here an
-    in-place op on the result does not write into input."""
+    dim: a view, as PyTorch's."""
     d1, d2 = _wrap_dim(dim1, input.ndim), _wrap_dim(dim2, input.ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    rows, cols = input.shape[d1], input.shape[d2]
-    n = max(min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols), 0)
-    r, c = np.arange(n) + max(-offset, 0), np.arange(n) + max(offset, 0)
-    return composite("DiagonalBackward0", lambda: getitem(
-        movedim(input, (d1, d2), (-2, -1)), (Ellipsis, _const(r), _const(c))), input)
+    return views.mark(_diagonal_of(input, offset, d1, d2, "DiagonalBackward0"), input,
+                      _diagonal_again, (offset, d1, d2))
 
 
-_diagonal = diagonal        # (for diag, whose argument ``diagonal`` hides the name)
+def _diagonal_again(base, arg):
+    return diagonal(base, *arg)
+
+
+def _diagonal_of(input, offset, d1, d2, node):
+    """The diagonal as one strided ``gather`` entry, shown as Node ``node``."""
+    value = np.diagonal(input._arr, offset, d1, d2)
+    cs = contiguous_strides(input.shape)
+    strides = tuple(s for k, s in enumerate(cs) if k not in (d1, d2)) + (cs[d1] + cs[d2],)
+    first = offset * cs[d2] if offset >= 0 else -offset * cs[d1]
+    return composite(node, lambda: _out(input, value, lambda t, ia: gather_entry(
+        t, ia, value, strides, first if value.size else 0, CODE["select"])), input)
 
 
 def tensordot(a, b, dims=2):
