@@ -4,6 +4,7 @@ import numpy as np
 from . import dtypes
 from .devices import check as _device
 from .devices import device as _device_class
+from .grad_mode import DUAL_LEVELS
 from .record import contiguous
 from .tensor import Tensor, _leaf, _norm
 from .tracing import freeze, traced_entry
@@ -76,6 +77,8 @@ def _unwrap(data):
 
 def _make(arr, requires_grad=False):
     t = _leaf(_norm(arr))
+    if DUAL_LEVELS:         # (made from no tensor: no tangent lost under no_grad)
+        t.__dict__.pop("_no_grad_in_dual", None)
     if requires_grad:
         t.requires_grad_(True)
     return t

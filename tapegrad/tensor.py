@@ -424,8 +424,9 @@ def _leaf(d, rg=False, inference=False):
     o._rg = rg
     if inference or STATE.inference:
         o._inference = True
-    elif not STATE.grad and DUAL_LEVELS and DUAL_LEVELS[-1]:
-        o.__dict__["_no_grad_in_dual"] = True     # (its tangent, if any, is lost: forward_ad)
+    elif not STATE.grad and DUAL_LEVELS and DUAL_LEVELS[-1] and (
+            d.__class__ is float or d.dtype.kind == "f"):   # (its tangent, if any, is
+        o.__dict__["_no_grad_in_dual"] = True            # lost: forward_ad)
     return o
 
 

@@ -153,6 +153,26 @@ def _no_grad_inside_dual_level(m, make_inside=False):
         return fw.unpack_dual(y).tangent, fw.unpack_dual(y * d).tangent
 
 
+def _constants_made_under_no_grad(m):
+    """Tensors made under no_grad inside a dual level from no dual (factories, a mask):
+    they carry no tangent, in PyTorch as here, and the tangent through them is exact."""
+    fw = m.autograd.forward_ad
+    with fw.dual_level():
+        x = fw.make_dual(m.tensor([1., -2., 3.], dtype=m.float64),
+                         m.tensor([1., 0.5, -1.], dtype=m.float64))
+        with m.no_grad():
+            c = m.arange(1, 4, dtype=m.float64)
+            mask = x > 0
+            z = m.tensor([0.5, 0.25, 2.0], dtype=m.float64)
+            e = m.eye(3, dtype=m.float64)
+        return fw.unpack_dual((x * c).sin() * mask + z * x @ e).tangent.numpy()
+
+
+def test_constants_made_under_no_grad_keep_the_tangent_exact():
+    np.testing.assert_allclose(_constants_made_under_no_grad(tg),
+                               _constants_made_under_no_grad(torch), rtol=1e-14)
+
+
 def test_forward_ad_under_no_grad_is_refused_not_dropped():
     """PyTorch keeps propagating tangents under no_grad; tapegrad records nothing there,
     so it refuses (rather than answer None, or a tangent that misses the ops there)."""
