@@ -60,6 +60,8 @@ del linalg_cross, _linalg_norm, _LinAlgError, _lo, _name
 globals().update(_EW)
 globals().update({alias: _EW[op.name] for op in _EW_OPS for alias in op.aliases
                   if op.name in _EW})          # subtract, multiply, arctan, absolute, ...
+from .division import div, floor_divide, remainder  # noqa: E402  (rounding modes; no derivative)
+divide = div
 atan_ = arctan_ = Tensor.atan_
 clip = clamp
 concat = concatenate = cat

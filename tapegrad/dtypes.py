@@ -40,6 +40,20 @@ TORCH_NAMES = {"bool": ("Bool", "bool"), "uint8": ("Byte", "unsigned char"),
 _FROM_NP = {d.np: d for d in ALL}
 
 
+def type_name(d):
+    """PyTorch's name of the tensor type of dtype ``d`` (``Tensor.type()``,
+    ``torch.typename``): 'torch.DoubleTensor' for float64, as programs compare it."""
+    return f"torch.{TORCH_NAMES[d.name][0]}Tensor"
+
+
+def from_type_name(name):
+    """The dtype of a tensor type's name ('torch.FloatTensor'; 'torch.Tensor' is the
+    default dtype's), else None."""
+    if name == "torch.Tensor":
+        return get_default_dtype()
+    return next((d for d in ALL if type_name(d) == name), None)
+
+
 def _by_name(name):
     return next(d for d in ALL if d.name == name)
 

@@ -117,6 +117,32 @@ def _refuse(op, operands, rd):
     elif op.name == "pow" and not rd.is_floating_point and isinstance(operands[1], int) \
             and operands[1] < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    elif op.name in INTEGER_KERNELS and not rd.is_floating_point:
+        refuse_integer_division(INTEGER_KERNELS[op.name], operands, rd)
+
+
+# PyTorch's CPU kernels of the division family, named in its errors for integer dtypes
+INTEGER_KERNELS = {"remainder": "remainder_cpu", "fmod": "fmod_cpu",
+                   "floor_divide": "div_floor_cpu", "trunc": "trunc_vml_cpu",
+                   "frac": "frac_cpu"}
+
+
+def refuse_integer_division(kernel, operands, rd):
+    """PyTorch's errors for the division family on integers (result dtype ``rd``): bools
+    (and for ``frac`` any integers) have no kernel; an integer divisor 0 raises."""
+    if rd is dtypes.bool_ or kernel == "frac_cpu":
+        raise NotImplementedError(f'"{kernel}" not implemented for '
+                                  f"'{dtypes.TORCH_NAMES[rd.name][0]}'")
+    if len(operands) == 2 and not np.all(_integer(operands[1], rd.np)):
+        raise RuntimeError("ZeroDivisionError")
+
+
+def _integer(v, np_dtype):
+    """An operand of an integer op in its dtype: a Python int wraps round, as PyTorch's
+    (a uint8 tensor // -2 divides by 254)."""
+    if v.__class__ is int:
+        return np.array(v).astype(np_dtype)[()]
+    return _value(v, np_dtype)
 
 
 def _general(op, x, y=None, c2=0.0):
@@ -131,7 +157,7 @@ def _general(op, x, y=None, c2=0.0):
     _refuse(op, operands, rd)
     if not rd.is_floating_point and not op.int_closed:
         rd = dtypes.get_default_dtype()
-    vals = [_value(v, rd.np) for v in operands]
+    vals = [(_value if rd.is_floating_point else _integer)(v, rd.np) for v in operands]
     shapes = [np.shape(v) for v in vals if v.__class__ is not float and not isinstance(v, (int, bool))]
     out_shape = shapes[0] if len(shapes) == 1 else broadcast_shape(*shapes) if shapes else ()
     if op.name == "clamp":
@@ -139,9 +165,10 @@ def _general(op, x, y=None, c2=0.0):
         r = op.np_fwd(vals[0], lo, c2) if not rd.is_floating_point else \
             ew_map(CODE["clamp"], vals[0], lo, c2)
     elif not rd.is_floating_point or op.exact:
-        r = op.np_fwd(*vals)
+        with np.errstate(over="ignore"):     # (int64's lowest // -1: itself, as PyTorch)
+            r = op.np_fwd(*vals)
     else:
-        r = ew_map(CODE[op.name], *vals)
+        r = ew_map(CODE[op.name], *vals, c2=c2)
     r = np.asarray(r, rd.np)
     if r.shape != tuple(out_shape):
         r = np.broadcast_to(r, out_shape).copy()
@@ -522,15 +549,19 @@ def _alpha_form(plain):
 
 FUNCTIONS["add"], FUNCTIONS["sub"] = _alpha_form(add), _alpha_form(sub)
 OPERATORS = {"add": add, "sub": sub}    # (the dunders' functions, where they differ)
-_pow, _square = FUNCTIONS["pow"], FUNCTIONS["square"]
+_pow, _square, _logit = FUNCTIONS["pow"], FUNCTIONS["square"], FUNCTIONS["logit"]
 
 
 def pow(input, exponent):
     """``input ** exponent``.  With the Python number 2 it is recorded as ``square``
-    (a PowBackward0 as well): the same values, rules without a libm ``pow``."""
-    if exponent.__class__ in (int, float) and exponent == 2 and input.__class__ is Tensor \
-            and input.dtype.is_floating_point:
-        return _square(input)
+    (a PowBackward0 as well): the same values, rules without a libm ``pow``.  With 0.5,
+    -0.5 or 1.5, whose value or gradient PyTorch computes with sqrt (signed zeros, nan
+    at -inf), the entry says that its exponent is a Python number (``sm.power``)."""
+    if exponent.__class__ in (int, float) and input.__class__ is Tensor:
+        if exponent == 2 and input.dtype.is_floating_point:
+            return _square(input)
+        if exponent in (0.5, -0.5, 1.5):
+            return _general(BY_NAME["pow"], input, exponent, c2=1.0)
     return _pow(input, exponent)
 
 
@@ -584,6 +615,29 @@ def _clamp_tensors(input, lo, hi):
             out = where(x > hi, hi, where(hi < lo, hi, out))
         return where(c != c, out + c, out)     # a NaN value, its gradient still by the masks
     return composite("ClampBackward0", body, *[v for v in (input, lo, hi) if v is not None])
+
+
+def logit(input, eps=None):
+    """log(x / (1 - x)).  With ``eps``, of x clamped as PyTorch's logit clamps it (eps
+    below eps, else 1 - eps above 1 - eps, both in x's dtype; nan kept), and its gradient
+    is 0 outside [eps, 1 - eps] (the ends in): clamp's."""
+    if eps is None:
+        return _logit(input)
+    from .reductions import composite
+    if not input.dtype.is_floating_point:
+        input = input.to(dtypes.get_default_dtype())
+    lo = input.dtype.np.type(eps)
+    hi = float(input.dtype.np.type(1) - lo)
+    lo = float(lo)
+
+    def body():
+        if lo <= hi:
+            return _logit(clamp(input, lo, hi))
+        return _logit(where(input < lo, lo, clamp(input, hi, hi)))   # (eps > 0.5)
+    return composite("LogitBackward0", body, input)
+
+
+FUNCTIONS["logit"] = logit
 
 
 def clamp_min(input, min):

@@ -338,7 +338,24 @@ def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False,
         value = self._arr.astype(dtype.np)
         return _out(self, value, lambda t, ia: reshape(t, ia, value, CODE["to_copy"]))
     freeze(self)                     # (while tracing) integers of traced values: guarded
-    return _leaf(_norm(self._arr.astype(dtype.np)))
+    with np.errstate(invalid="ignore"):   # (nan, inf and out-of-range floats: C's cast)
+        return _leaf(_norm(self._arr.astype(dtype.np)))
+
+
+def tensor_type(self, dtype=None, non_blocking=False, **kwargs):
+    """``x.type()``: PyTorch's name of x's type ('torch.DoubleTensor'); ``x.type(dtype)``
+    or ``x.type('torch.FloatTensor')``: x as that type (``to``)."""
+    if dtype is None:
+        return dtypes.type_name(self.dtype)
+    if isinstance(dtype, str):
+        if dtype.startswith("torch.cuda."):
+            _device("cuda")
+        name, dtype = dtype, dtypes.from_type_name(dtype)
+        if dtype is None:
+            raise ValueError(f"invalid type: '{name}'")
+    elif not isinstance(dtype, dtypes.dtype):
+        raise TypeError("dtype must be a type, str, or dtype object")
+    return to(self, dtype)
 
 
 def cpu(self, memory_format=None):

@@ -170,16 +170,16 @@ def check_broadcast(x, *operands):
 def inplace_form(name, arity):
     """``x.name_(...)``: the op ``name`` out of place, adopted by x."""
     if arity == 1:
-        def method(self):
+        def method(self, *args, **options):                  # (logit_'s eps)
             _check(self)
-            return _adopt(self, lambda: getattr(Tensor, name)(self))
+            return _adopt(self, lambda: getattr(Tensor, name)(self, *args, **options))
     else:
-        def method(self, other, *, alpha=None):
+        def method(self, other, *, alpha=None, **options):     # (div_'s rounding_mode)
             _check(self)
             check_broadcast(self, other)
             if alpha is not None:
                 other = other * alpha
-            return _adopt(self, lambda: getattr(Tensor, name)(self, other))
+            return _adopt(self, lambda: getattr(Tensor, name)(self, other, **options))
     method.__name__ = name + "_"
     return method
 
@@ -206,8 +206,12 @@ def fill_(self, value):
 
 
 def copy_(self, src):
+    """``src``'s values cast to self's dtype, as PyTorch's: floats into integers toward
+    zero (nan, inf and values out of range: C's cast, as NumPy's), into bools nonzero."""
     if not isinstance(src, Tensor):
-        src = _full_like(self, src)
+        src = _leaf_like(np.asarray(src))
+    if src.dtype is not self.dtype:
+        src = src.to(self.dtype)
     return _overwrite(self, src, "torch::autograd::CopyBackwards")
 
 

@@ -5,11 +5,11 @@ conversions); the ops are defined where their kind lives (``elementwise`` from t
 table, ``shape_ops``, ``reductions``, ``linalg``, ``softmax_ops``, ``factories``,
 ``inplace``) and become methods and operators here, at import of ``tapegrad``.
 """
-from . import dtypes
+from . import division, dtypes
 from .elementwise import FUNCTIONS, OPERATORS, REFLECTED, clamp, clamp_max, clamp_min, where
 from .devices import CPU, check as check_device
 from .extra_ops import allclose, equal, isclose
-from .factories import cpu, ones, tensor, to, zeros
+from .factories import cpu, ones, tensor, tensor_type, to, zeros
 from .inplace import clamp_, copy_, fill_, inplace_form, normal_, setitem, uniform_, zero_
 from .linalg import bmm, dot, matmul, mm, mv, outer
 from .scan_ops import cumprod, cumsum
@@ -40,6 +40,10 @@ for _op in EW_OPS + COMPARE_OPS:
             if _op.arity == 2:
                 setattr(T, "__i" + _dunder[2:], _g)
 T.clamp_min, T.clamp_max = clamp_min, clamp_max
+# -- the division family: div's rounding modes, PyTorch's ops without a derivative ------------
+T.div = T.divide = division.div
+T.floor_divide = T.__floordiv__ = division.floor_divide       # (floor_divide_, //=: in place)
+T.__rfloordiv__, T.__rmod__ = division.rfloordiv, division.rmod
 T.__pos__ = lambda self: self
 T.where = lambda self, condition, other: where(condition, self, other)
 # -- in place, the rest -----------------------------------------------------------------------
@@ -67,7 +71,7 @@ T.log_softmax = lambda self, dim, dtype=None: log_softmax(self, dim, dtype=dtype
 T.logsumexp = logsumexp
 # -- dtypes and new tensors -------------------------------------------------------------------
 T.to = to
-T.type = lambda self, dtype=None: self.dtype if dtype is None else to(self, dtype)
+T.type = tensor_type
 for _name, _d in (("double", dtypes.float64), ("float", dtypes.float32),
                   ("half", dtypes.float16), ("long", dtypes.int64), ("int", dtypes.int32),
                   ("bool", dtypes.bool_)):

@@ -12,7 +12,9 @@ value or gradient of an op whose rule calls a math function may differ by up to 
 inf and sign of zero; gradients to 4 ulp and the same nan and inf (PyTorch's first
 contribution to a gradient keeps the sign of a zero, our adjoints are sums from +0).
 Two documented differences of PyTorch's own: it flushes log1p of a denormal to 0, and
-its maximum/minimum of +0 and -0 depends on the tensor's length.
+its maximum/minimum of +0 and -0 depends on the tensor's length.  A third: its vectorised
+fmod and remainder give nan where x / y overflows (a denormal y), its scalar kernel C's
+fmod, as ours: those two are held to PyTorch's 0-d values and gradients.
 """
 import ast
 import math
@@ -53,6 +55,8 @@ def _uses_math(op):
 def _call(mod, name, *args):
     if name == "clamp":
         return mod.clamp(args[0], -0.5, 0.7)
+    if name == "floor_divide":    # (the op with a derivative: PyTorch's floor_divide has none)
+        return mod.div(*args, rounding_mode="floor")
     if mod is torch and name == "softplus":
         return torch.nn.functional.softplus(*args)
     if mod is torch and name in ("maximum", "minimum", "hypot", "xlogy", "atan2") and \
@@ -63,6 +67,8 @@ def _call(mod, name, *args):
 
 # -- the paths -------------------------------------------------------------------------------
 def _torch(name, arrs):
+    if name in ("fmod", "remainder") and arrs[0].size > 1:     # (PyTorch's scalar kernel)
+        return _join([_torch(name, [a[k:k + 1] for a in arrs]) for k in range(arrs[0].size)])
     ts = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrs]
     r = _call(torch, name, *ts)
     r.backward(torch.ones_like(r))

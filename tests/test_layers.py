@@ -28,7 +28,7 @@ LAYERS = [
              "tapegrad.inplace", "tapegrad.views", "tapegrad.softmax_ops", "tapegrad.tensor_methods",
              "tapegrad.devices", "tapegrad.cuda", "tapegrad.shape_extras",
              "tapegrad.scan_ops", "tapegrad.extra_ops", "tapegrad.more_ops",
-             "tapegrad.special",
+             "tapegrad.special", "tapegrad.division",
              "tapegrad.autograd",
              "tapegrad.replay"]),
     ("tools", ["tapegrad.viz", "tapegrad.nn", "tapegrad.optim"]),

@@ -32,6 +32,8 @@ def _leaf(arr):
 def _call(op, *args):
     if op.name == "clamp":
         return tg.clamp(args[0], -0.5, 0.7)
+    if op.name == "floor_divide":     # (tg.floor_divide has no derivative, as PyTorch's)
+        return tg.div(*args, rounding_mode="floor")
     return getattr(tg, op.name)(*args)
 
 
@@ -48,7 +50,9 @@ _NUMPY = {
     "erf": np.vectorize(math.erf), "clamp": lambda x: np.clip(x, -0.5, 0.7),
     "sinc": np.sinc, "logit": lambda x: np.log(x) - np.log1p(-x), "hypot": np.hypot,
     "xlogy": lambda x, y: np.where(x == 0, 0.0, x * np.log(y)),
-    "atan": np.arctan, "atan2": np.arctan2,
+    "atan": np.arctan, "atan2": np.arctan2, "trunc": np.trunc,
+    "frac": lambda x: x - np.trunc(x), "fmod": np.fmod, "remainder": np.remainder,
+    "floor_divide": np.floor_divide,
 }
 
 
@@ -133,12 +137,19 @@ def test_gradcheck_broadcast(op, shapes):
 
 
 @pytest.mark.parametrize("op", BINARY, ids=lambda op: op.name)
-def test_python_number_on_either_side(op):
+def test_python_number_on_the_right(op):
     x = _inputs(op.domain, (3,))
     c = 1.7
     right = _call(op, _leaf(x), c)
     np.testing.assert_allclose(right.detach().numpy(), _np_reference(op, x, np.full(3, c)))
     assert gradcheck(lambda a: _call(op, a, c), [_leaf(x)])
+
+
+# (PyTorch has no derivative of a Python number % a tensor: tests/test_division_family_torch.py)
+@pytest.mark.parametrize("op", [op for op in BINARY if op.name != "remainder"],
+                         ids=lambda op: op.name)
+def test_python_number_on_the_left(op):
+    c = 1.7
     y = _inputs(op.domain_y, (3,))
     left = _call(op, c, _leaf(y))
     np.testing.assert_allclose(left.detach().numpy(), _np_reference(op, np.full(3, c), y))

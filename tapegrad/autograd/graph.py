@@ -45,9 +45,8 @@ class Node:
     def name(self):
         t = self._t()
         group = t.autograd.functions.get(self._i)
-        if group is not None:
-            # (tapegrad's own Functions show PyTorch's Node: ``_node_name``)
-            return getattr(group.cls, "_node_name", f"{group.cls.__name__}Backward")
+        if group is not None:         # (tapegrad's own Functions may name their Node: ``_node_name``)
+            return getattr(group.cls, "_node_name", None) or f"{group.cls.__name__}Backward"
         return t.names.get(self._i) or self._op_name(t)
 
     def _op_name(self, t):

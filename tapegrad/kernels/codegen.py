@@ -22,6 +22,7 @@ Opcodes, kind ranges, and the elementwise forward/reverse rules as compiled func
 """
 import math
 
+import numpy as np
 from numba import njit
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -51,7 +52,9 @@ class _Inline(rules.Walker):
         return f"({a} if {c} else {b})"
 
     def math(self, name, args):
-        return f"{'abs' if name == 'abs' else 'math.' + name}({', '.join(args)})"
+        # (Numba has no math.fmod; NumPy's fmod is C's there)
+        f = "abs" if name == "abs" else "np.fmod" if name == "fmod" else "math." + name
+        return f"{f}({', '.join(args)})"
 
 
 def _inline(text):
@@ -99,6 +102,7 @@ scratch block.
 """
 import math
 
+import numpy as np
 from numba import njit
 
 from .vmath import LANES, {lanes}

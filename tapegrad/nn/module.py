@@ -8,21 +8,17 @@ state dict and its strict loading follow PyTorch's order, keys and error message
 import collections
 
 from .. import devices
-from ..dtypes import dtype as _dtype
 from ..autograd.hooks import RemovableHandle
+from ..dtypes import dtype as _dtype, type_name
 from ..grad_mode import no_grad
 from ..tensor import Tensor
 from .parameter import Parameter
-
-_TENSOR_TYPES = {"float64": "DoubleTensor", "float32": "FloatTensor", "float16": "HalfTensor",
-                 "int64": "LongTensor", "int32": "IntTensor", "int16": "ShortTensor",
-                 "int8": "CharTensor", "uint8": "ByteTensor", "bool": "BoolTensor"}
 
 
 def typename(obj):
     """PyTorch's ``torch.typename``: 'torch.DoubleTensor' for a float64 tensor."""
     if isinstance(obj, Tensor):
-        return "torch." + _TENSOR_TYPES[obj.dtype.name]
+        return type_name(obj.dtype)
     cls = type(obj)
     return cls.__qualname__ if cls.__module__ == "builtins" else \
         f"{cls.__module__}.{cls.__qualname__}"

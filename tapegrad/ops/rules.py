@@ -20,9 +20,10 @@ import math
 from . import scalar_math
 
 # The math functions a rule may call (``math.name``), with their arity: each is C's libm
-# function in Python, Numba and the LLVM lowering, and the table op of that name on tensors.
+# function in Python, Numba (fmod: NumPy's, which is C's) and the LLVM lowering, and the table
+# op of that name on tensors.
 MATH = {"exp": 1, "log": 1, "log1p": 1, "expm1": 1, "sqrt": 1, "sin": 1, "cos": 1, "tan": 1,
-        "tanh": 1, "erf": 1, "hypot": 2, "atan": 1, "atan2": 2}
+        "tanh": 1, "erf": 1, "hypot": 2, "atan": 1, "atan2": 2, "fmod": 2}
 HELPERS = tuple(n for n, f in inspect.getmembers(scalar_math, inspect.isfunction)
                 if f.__module__ == scalar_math.__name__)
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}

@@ -30,10 +30,12 @@ def softplus(x):
 
 
 def softplus_grad(x):
-    """PyTorch's: exp(x) / (exp(x) + 1) up to the threshold."""
+    """PyTorch's: exp(x) / (exp(x) + 1) up to the threshold.  (exp of x held at the
+    threshold: the side a create_graph gradient does not take is finite at +inf, so
+    its zero gradient stays 0, not nan, as PyTorch's second derivative.)"""
     if x > 20.0:
         return 1.0
-    e = math.exp(x)
+    e = math.exp(x if x <= 20.0 else 20.0)
     return e / (e + 1.0)
 
 
@@ -66,11 +68,23 @@ def minimum(x, y):
     return y
 
 
-def pow_dx(x, y):
-    # d/dx x**y = y * x**(y-1); PyTorch masks exponent == 0 to 0.
+def power(x, y, scalar):
+    """x ** y.  By a Python number (``scalar`` 1.0: PyTorch's pow of a tensor by a scalar)
+    0.5 is sqrt(x) and -0.5 is 1 / sqrt(x), as PyTorch computes them: (-0.0) ** 0.5 is
+    -0.0 and (-inf) ** 0.5 nan there, where C's pow gives 0.0 and inf.  (Its other special
+    exponents, x * x * x for 3 and 1 / (x * x) for -2, are C's pow up to rounding.)"""
+    if scalar == 1.0 and y == 0.5:
+        return math.sqrt(x)
+    if scalar == 1.0 and y == -0.5:
+        return 1.0 / math.sqrt(x)
+    return x ** y
+
+
+def pow_dx(x, y, scalar):
+    # d/dx x**y = y * x**(y-1) (the same pow); PyTorch masks exponent == 0 to 0.
     if y == 0.0:
         return 0.0
-    return y * x ** (y - 1.0)
+    return y * power(x, y - 1.0, scalar)
 
 
 def pow_dy(x, y, r):
@@ -157,3 +171,38 @@ def atan2_recip(x, y):
     if d == 0.0:
         return 0.0
     return 1.0 / d
+
+
+def trunc(x):
+    """x rounded toward zero: x less its remainder by 1 (both exact), the sign of a zero
+    result x's; inf and nan as they are."""
+    if x - x != 0.0:
+        return x
+    t = x - math.fmod(x, 1.0)
+    if t == 0.0:
+        return 0.0 * x
+    return t
+
+
+def remainder(x, y):
+    """PyTorch's remainder of floats: fmod(x, y), plus y where that is not 0 and its sign
+    is not y's (so the result has y's sign, and an infinite y makes it y)."""
+    m = math.fmod(x, y)
+    if m != 0.0 and ((m < 0.0 and y > 0.0) or (m > 0.0 and y < 0.0)):
+        return m + y
+    return m
+
+
+def floor_divide(x, y):
+    """PyTorch's floor division of floats: x / y where y is 0; else x less fmod(x, y), over
+    y, less 1 where remainder() moved the remainder (a NaN one too), then rounded to the
+    nearest integer (a tie down); a zero quotient has the sign of x / y."""
+    if y == 0.0:
+        return x / y
+    m = math.fmod(x, y)
+    q = (x - m) / y - (0.0 if remainder(x, y) == m else 1.0)
+    if q == 0.0:
+        return 0.0 * (x / y)
+    t = trunc(q)
+    f = t - 1.0 if q < t else t
+    return f + 1.0 if q - f > 0.5 else f

@@ -109,8 +109,9 @@ OPS = (
        dunders=("__mul__", "__rmul__"), aliases=("multiply",)),
     Op(3, "div", E, 2, "DivBackward0", "x / y", "g / y", "-g * ((x / y) / y)", ("self", "other"),
        py=operator.truediv, domain_y=_POS, np_fwd=np.true_divide, exact=True,
-       dunders=("__truediv__",), rdunder="__rtruediv__", aliases=("divide",)),
-    Op(4, "pow", E, 2, "PowBackward1", "x ** y", "g * sm.pow_dx(x, y)",
+       dunders=("__truediv__",), rdunder="__rtruediv__", aliases=("divide", "true_divide")),
+    # (c2 1.0: the exponent is a Python number, PyTorch's pow of a tensor by a scalar)
+    Op(4, "pow", E, 2, "PowBackward1", "sm.power(x, y, c2)", "g * sm.pow_dx(x, y, c2)",
        "g * sm.pow_dy(x, y, r)", ("self", "other", "result"), py=math.pow, np_fwd=_int_power,
        node_rconst="PowBackward0", node_lconst="PowBackward2", const_edge=False, domain=_POS,
        int_closed=True, dunders=("__pow__",), rdunder="__rpow__"),
@@ -175,6 +176,24 @@ OPS = (
     Op(32, "atan2", E, 2, "Atan2Backward0", "math.atan2(x, y)", "g * y * sm.atan2_recip(x, y)",
        "g * -x * sm.atan2_recip(x, y)", ("self", "other"), py=math.atan2,
        aliases=("arctan2",)),
+    # ---- rounding and the integer-valued division family ----------------------------
+    # PyTorch's derivatives: trunc's is 0, frac's g; fmod and remainder send g to x and
+    # -g times x / y rounded (toward zero for fmod, down for remainder) to y.
+    # floor_divide is div(x, y, rounding_mode='floor'), whose gradient is g * 0 (PyTorch's
+    # own floor_divide has none: ``division.floor_divide``)
+    Op(33, "trunc", E, 1, "TruncBackward0", "sm.trunc(x)", "0.0", np_fwd=np.trunc,
+       int_closed=True, exact=True, aliases=("fix",)),
+    Op(34, "frac", E, 1, "FracBackward0", "x - sm.trunc(x)", "g"),
+    Op(35, "fmod", E, 2, "FmodBackward1", "math.fmod(x, y)", "g", "-g * sm.trunc(x / y)",
+       ("self", "other"), py=math.fmod, np_fwd=np.fmod, int_closed=True,
+       node_rconst="FmodBackward0", domain_y=_POS),
+    Op(36, "remainder", E, 2, "RemainderBackward1", "sm.remainder(x, y)", "g",
+       "-g * sm.floor_divide(x, y)", ("self", "other"), np_fwd=np.remainder, int_closed=True,
+       node_rconst="RemainderBackward0", domain_y=_POS, dunders=("__mod__",),
+       rdunder="__rmod__"),
+    Op(37, "floor_divide", E, 2, "DivBackward2", "sm.floor_divide(x, y)", "g * 0.0", "g * 0.0",
+       np_fwd=np.floor_divide, int_closed=True, domain_y=_POS, dunders=("__floordiv__",),
+       rdunder="__rfloordiv__"),
     # ---- entries with no inputs ---------------------------------------------------
     Op(256, "leaf", "source", 0, "AccumulateGrad"),
     Op(257, "const", "source", 0, ""),
