@@ -8,6 +8,7 @@ import numpy as np
 from .autograd.function import Function
 from .elementwise import FUNCTIONS, _integer, refuse_integer_division, result_dtype, where
 from .grad_mode import STATE, no_grad
+from .inplace import _adopt, _check, check_broadcast
 from .reductions import composite
 from .tensor import Tensor, _leaf, _norm, requires_grad
 from .tracing import freeze
@@ -47,6 +48,14 @@ def _underived(name, compute, *operands):
 def floor_divide(input, other):
     """``input // other``: PyTorch's floor division (its derivative is not implemented)."""
     return _underived("floor_divide", lambda: _floor_divide(input, other), input, other)
+
+
+def floor_divide_(self, other):
+    """``self //= other`` (PyTorch's floor_divide_, also without a derivative)."""
+    _check(self)
+    check_broadcast(self, other)
+    return _adopt(self, lambda: _underived("floor_divide_", lambda: _floor_divide(self, other),
+                                           self, other))
 
 
 def rfloordiv(self, other):

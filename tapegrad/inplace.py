@@ -52,8 +52,9 @@ def _adopt(x, compute):
     out = compute()
     if out.dtype is not x.dtype:
         if dtypes.category(out.dtype) > dtypes.category(x.dtype):
-            raise RuntimeError(f"result type {out.dtype.name.capitalize()} can't be cast to the "
-                               f"desired output type {x.dtype.name.capitalize()}")
+            raise RuntimeError(f"result type {dtypes.TORCH_NAMES[out.dtype.name][0]} can't be "
+                               f"cast to the desired output type "
+                               f"{dtypes.TORCH_NAMES[x.dtype.name][0]}")
         out = out.to(x.dtype)
     version = x._version + 1
     if out._t is not None and not out._rg and x._rg:

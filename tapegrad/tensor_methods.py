@@ -42,7 +42,8 @@ for _op in EW_OPS + COMPARE_OPS:
 T.clamp_min, T.clamp_max = clamp_min, clamp_max
 # -- the division family: div's rounding modes, PyTorch's ops without a derivative ------------
 T.div = T.divide = division.div
-T.floor_divide = T.__floordiv__ = division.floor_divide       # (floor_divide_, //=: in place)
+T.floor_divide = T.__floordiv__ = division.floor_divide
+T.floor_divide_ = T.__ifloordiv__ = division.floor_divide_
 T.__rfloordiv__, T.__rmod__ = division.rfloordiv, division.rmod
 T.__pos__ = lambda self: self
 T.where = lambda self, condition, other: where(condition, self, other)

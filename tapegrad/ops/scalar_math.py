@@ -35,7 +35,7 @@ def softplus_grad(x):
     its zero gradient stays 0, not nan, as PyTorch's second derivative.)"""
     if x > 20.0:
         return 1.0
-    e = math.exp(x if x <= 20.0 else 20.0)
+    e = math.exp(20.0 if x > 20.0 else x)
     return e / (e + 1.0)
 
 
