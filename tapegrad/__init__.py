@@ -46,6 +46,9 @@ from .more_ops import (addcdiv, addcmul, copysign, diff, fmax, fmin,  # noqa: E4
                        heaviside, logaddexp, logaddexp2, sgn)
 from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
 from .more_ops import diagonal, inner, kron, tensordot  # noqa: E402
+from .more_ops import (index_add, index_copy, index_fill, index_put,  # noqa: E402
+                       index_put_, masked_scatter, masked_select, nonzero, scatter, scatter_add,
+                       take, take_along_dim)
 from .shape_extras import (atleast_1d, atleast_2d, atleast_3d,  # noqa: E402
                            broadcast_tensors, column_stack, dstack, tensor_split, tile)
 swapaxes = swapdims = transpose

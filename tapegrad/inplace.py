@@ -272,7 +272,8 @@ def setitem(self, key, value):
     gradient flows to x's untouched elements and, if ``value`` requires grad, through
     ``placed`` (``value`` broadcast to ``x[key]``'s shape and gathered to x's positions,
     hidden entries) to ``value``.  Where ``key`` repeats a position, the value written
-    there last gets its gradient (PyTorch leaves repeated indices undefined)."""
+    there last is kept, and each write gets the position's gradient, as PyTorch's.  The
+    Node is PyTorch's: IndexPutBackward0 for an advanced key, else CopySlices."""
     from .elementwise import where
     from .shape_ops import _is_advanced, byte_masks, getitem, legacy_key
     key = legacy_key(key)
@@ -296,7 +297,8 @@ def setitem(self, key, value):
     if key is not byte_key and _masked_fill(key, value):
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
                            "unsigned char")
-    return place(self, pos, value, advanced=advanced, traced=traced)
+    node = "IndexPutBackward0" if advanced else "torch::autograd::CopySlices"
+    return place(self, pos, value, node, advanced=advanced, traced=traced)
 
 
 def _masked_fill(key, value):
@@ -311,39 +313,76 @@ def _masked_fill(key, value):
 def place(self, pos, value, node=None, advanced=False, traced=False):
     """``self``'s elements at flat positions ``pos`` (shaped like the selection) take
     ``value`` (broadcast to pos's shape), in place: the body of ``x[key] = value``, and
-    of an in-place op through a view (``views``: ``node`` "CopySlices").  Recorded as
-    ``where(untouched, x, placed)`` when a gradient or a trace needs it."""
+    of an in-place op through a view (``views``: ``node`` "CopySlices")."""
+    out = placed(self, pos, value, node, advanced, traced)
+    return _adopt(self, lambda: out)
+
+
+def placed(self, pos, value, node=None, advanced=False, traced=False):
+    """``self`` with its elements at flat positions ``pos`` replaced by ``value``
+    (broadcast to pos's shape), out of place: recorded as ``where(untouched, x, placed)``
+    when a gradient or a trace needs it.  Where ``pos`` repeats a position the value
+    written last is kept, and every write gets that position's gradient, as PyTorch's
+    IndexPutBackward0 (``_every_write``)."""
     from .elementwise import where
     shape = self._arr.shape
     v = value._arr if isinstance(value, Tensor) else np.asarray(value)
-    vshape = v.shape
-    while len(vshape) > pos.ndim and vshape[0] == 1:   # leading ones are dropped, as PyTorch
-        vshape = vshape[1:]
-    try:
-        placed = np.broadcast_to(v.reshape(vshape), pos.shape)
-    except ValueError:
-        raise RuntimeError(_shape_mismatch(v, pos.shape, advanced)) from None
+    vshape = write_shape(value, pos, advanced)
+    writes = np.broadcast_to(v.reshape(vshape), pos.shape)
     arr = np.array(self._arr)                    # a copy: the tape may hold the old array
-    arr.reshape(-1)[pos.reshape(-1)] = placed.reshape(-1)
+    arr.reshape(-1)[pos.reshape(-1)] = writes.reshape(-1)
     value_rg = isinstance(value, Tensor) and value._rg
     if not ((self._rg or value_rg) and STATE.grad) and not traced:
-        return _adopt(self, lambda: _leaf_like(arr))
+        return _leaf_like(arr)
     untouched = np.ones(self.numel(), bool)
     untouched[pos.reshape(-1)] = False
     untouched = _leaf_like(untouched.reshape(shape))
     if pos.size == 0 or not value_rg and not (isinstance(value, Tensor) and
                                               traced_entry(value) is not None):
         # (nothing selected: value is not read, and gets no gradient)
-        return _adopt(self, lambda: _named(where(untouched, self, _leaf_like(arr)), node))
-    src = np.zeros(self.numel(), np.int64)       # the element of ``placed`` each position reads
-    src[pos.reshape(-1)] = np.arange(pos.size)
+        return _named(where(untouched, self, _leaf_like(arr)), node)
+    flat_pos = pos.reshape(-1)
+    src = np.zeros(self.numel(), np.int64)       # the write each position keeps (the last)
+    src[flat_pos] = np.arange(pos.size)
     t = current_tape()
     start = t.next
-    spread = value.reshape(vshape).broadcast_to(pos.shape).reshape(-1)[_leaf_like(src)]
+    flat = value.reshape(vshape).broadcast_to(pos.shape).reshape(-1)
+    spread = _every_write(flat[_leaf_like(src)], flat, flat_pos, src)
     spread = spread.reshape(shape)
     t.flush()
     t.FLAGS[start:t.next] |= HIDDEN              # one node: where(x, value)
-    return _adopt(self, lambda: _named(where(untouched, self, spread), node))
+    return _named(where(untouched, self, spread), node)
+
+
+def write_shape(value, pos, advanced):
+    """The shape that ``value`` broadcasts from to the positions ``pos``: its own, less
+    leading ones beyond pos's dims (dropped, as PyTorch's); PyTorch's error if it does not
+    broadcast."""
+    v = value._arr if isinstance(value, Tensor) else np.asarray(value)
+    vshape = v.shape
+    while len(vshape) > pos.ndim and vshape[0] == 1:
+        vshape = vshape[1:]
+    if len(vshape) > pos.ndim or any(a not in (1, b) for a, b in zip(vshape[::-1],
+                                                                     pos.shape[::-1])):
+        raise RuntimeError(_shape_mismatch(v, pos.shape, advanced))
+    return vshape
+
+
+def _every_write(kept, flat, flat_pos, src):
+    """``kept`` (the value each position keeps, flat) with the gradient of each position
+    also sent to the writes to it that were overwritten: less the sum, at their
+    positions, of ``w.detach() - w`` over those writes ``w``, which is +0.0 (``x - +0.0``
+    is x, -0.0 included) but has gradient 1.  A write that is not finite (nan there) is
+    left out, and gets no gradient."""
+    from .autograd.adjoint_rules import scatter_add
+    from .elementwise import where
+    lost = np.flatnonzero(src[flat_pos] != np.arange(flat_pos.size))
+    if not lost.size:
+        return kept
+    w = flat[_leaf_like(lost)]
+    zero = w.detach() - w
+    zero = where(zero == zero, zero, 0.0)
+    return kept - scatter_add(zero, flat_pos[lost], kept.numel(), tuple(kept.shape))
 
 
 def _named(out, node):

@@ -12,16 +12,19 @@ import warnings
 import numpy as np
 
 from . import dtypes, views
+from .autograd.adjoint_rules import scatter_add as _scatter_sum
 from .autograd.function import Function
 from .elementwise import where
 from .factories import _rng, zeros
+from .grad_mode import STATE
+from .inplace import _adopt, _check, check_broadcast, placed, write_shape
 from .ops.table import CODE
-from .record import contiguous_strides, gather as gather_entry
+from .record import broadcast_shape, contiguous_strides, gather as gather_entry
 from .reductions import composite, sum as _sum
 from .shape_extras import masked_fill
 from .shape_ops import _out, _wrap_dim, cat, expand, getitem, permute, reshape
 from .tensor import Tensor, _leaf, _norm
-from .tracing import freeze
+from .tracing import freeze, traced_entry
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
 TopkResult = collections.namedtuple("topk", ["values", "indices"])
@@ -104,6 +107,374 @@ def index_select(input, dim, index):
         raise IndexError("index out of range in self")
     out = composite("IndexSelectBackward0", lambda: _select_along(x, dim, idx), input)
     return reshape(out, ()) if input.ndim == 0 else out
+
+
+# -- writes by index: scatter, index_add / copy / fill, index_put, masked_scatter ------------
+def _type_name(t):
+    return dtypes.TORCH_NAMES[t.dtype.name][0]
+
+
+def _traced(*tensors):
+    return STATE.trace is not None and any(
+        isinstance(t, Tensor) and traced_entry(t) is not None for t in tensors)
+
+
+def _positions(shape, dim, idx):
+    """The flat positions, in a tensor of ``shape``, of the elements ``idx`` (of the same
+    ndim) selects along ``dim``, the other dims by position."""
+    strides = np.cumprod((tuple(shape[1:]) + (1,))[::-1])[::-1].astype(np.int64)
+    pos = idx.astype(np.int64) * strides[dim]
+    for d, g in enumerate(np.indices(idx.shape, sparse=True)):
+        if d != dim:
+            pos = pos + g * strides[d]
+    return np.broadcast_to(pos, idx.shape)
+
+
+def _put(x, pos, writes, node, *inputs, advanced=False):
+    """``x`` with the elements at flat positions ``pos`` replaced by ``writes`` (a tensor
+    that broadcasts to pos's shape, or a number), shown as the Node ``node``."""
+    return composite(node, lambda: placed(x, pos, writes, advanced=advanced,
+                                          traced=_traced(x, writes)), *inputs)
+
+
+def _accumulated(x, pos, writes, node, *inputs):
+    """``x`` plus ``writes`` (pos's shape) added at the flat positions ``pos``: a sum of
+    each position's writes (``scatter_add``, the transpose of a gather), added where a
+    position is written (elsewhere x itself, -0.0 included)."""
+    if not x.dtype.is_floating_point:            # (no gradient: NumPy adds them up)
+        arr = np.array(_values(x))
+        np.add.at(arr.reshape(-1), pos.reshape(-1), _values(writes).reshape(-1))
+        return _const(arr)
+    written = np.zeros(x.numel(), bool)
+    written[pos.reshape(-1)] = True
+
+    def body():
+        total = _scatter_sum(writes.reshape(-1), pos.reshape(-1), x.numel(), tuple(x.shape))
+        return where(_const(written.reshape(tuple(x.shape))), x + total, x)
+    return composite(node, body, *inputs)
+
+
+def _check_index_bounds(idx, n, dim, error=RuntimeError, prefix=""):
+    bad = idx[(idx < 0) | (idx >= n)]
+    if bad.size:
+        raise error(f"{prefix}index {int(bad[0])} is out of bounds for dimension {dim} with "
+                    f"size {n}")
+
+
+def _scatter_args(input, dim, index, src):
+    """The checks of PyTorch's scatter / scatter_add; (dim, index array, input and src as
+    1-D where 0-d), or None where index is empty (nothing written)."""
+    if not isinstance(index, Tensor) or index.dtype not in (dtypes.int64, dtypes.int32):
+        raise RuntimeError("scatter(): Expected dtype int32/int64 for index")
+    if isinstance(src, Tensor) and src.dtype is not input.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    nd = max(input.ndim, 1)
+    dim = _wrap_dim(dim, nd)
+    if index.numel() == 0:
+        return None
+    if max(index.ndim, 1) != nd:
+        raise RuntimeError("Index tensor must have the same number of dimensions as self tensor")
+    as_1d = (lambda t: reshape(t, (1,)) if isinstance(t, Tensor) and t.ndim == 0 else t)
+    x, src = as_1d(input), as_1d(src)
+    idx = _index_np(index, "scatter").reshape(index.shape or (1,))
+    if isinstance(src, Tensor) and src.ndim != nd:
+        raise RuntimeError("Index tensor must have the same number of dimensions as src tensor")
+    if any(idx.shape[d] > x.shape[d] for d in range(nd) if d != dim) or \
+            isinstance(src, Tensor) and any(i > s for i, s in zip(idx.shape, src.shape)):
+        also = f" and to be no larger size than src {list(src.shape)}" \
+            if isinstance(src, Tensor) else ""
+        raise RuntimeError(f"Expected index {list(idx.shape)} to be no larger than self "
+                           f"{list(x.shape)} apart from dimension {dim}{also}")
+    _check_index_bounds(idx, x.shape[dim], dim)
+    return dim, idx, x, src
+
+
+def _as_input(out, input):
+    return reshape(out, ()) if input.ndim == 0 else out
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    """``input`` with ``src[i][j][k]`` (or the number ``value``) written at
+    ``[index[i][j][k]][j][k]`` (for dim 0); a position written twice keeps one write, and
+    each write gets its gradient, as PyTorch's.  ``reduce`` ('add', 'multiply') combines
+    instead, without a derivative (as PyTorch's)."""
+    if src is None or not isinstance(src, Tensor):
+        src = value if src is None else src
+    if reduce is not None and reduce not in ("add", "multiply"):
+        raise RuntimeError("reduce argument must be either add or multiply.")
+    args = _scatter_args(input, dim, index, src)
+    if args is None:
+        return input.clone()
+    dim, idx, x, src = args
+    pos = _positions(tuple(x.shape), dim, idx)
+    if isinstance(src, Tensor):
+        writes = src if tuple(src.shape) == idx.shape else \
+            getitem(src, tuple(slice(0, n) for n in idx.shape))
+    else:
+        writes = src
+    if reduce is not None:
+        if isinstance(src, Tensor):
+            warnings.warn("The reduce argument of torch.scatter with Tensor src is deprecated and "
+                          "will be removed in a future PyTorch release. Use torch.scatter_reduce "
+                          "instead for more reduction options.", UserWarning, stacklevel=2)
+        arr = np.array(_values(x))
+        combine = np.add if reduce == "add" else np.multiply
+        combine.at(arr.reshape(-1), pos.reshape(-1),
+                   np.broadcast_to(_values(writes), pos.shape).reshape(-1))
+        out = _as_input(_const(arr), input)
+        inputs = [t for t in (input, src) if isinstance(t, Tensor)]
+        return _NoDerivative.apply(out, "scatter", *inputs) if any(
+            t.requires_grad for t in inputs) else out
+    if isinstance(src, Tensor):
+        return _as_input(_put(x, pos, writes, "ScatterBackward0", input, src), input)
+    return _as_input(_put(x, pos, src, "ScatterBackward1", input), input)
+
+
+def scatter_add(input, dim, index, src):
+    """``input`` with each ``src[i][j][k]`` added at ``[index[i][j][k]][j][k]`` (dim 0)."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_add(): argument 'src' (position 4) must be Tensor, not "
+                        f"{type(src).__name__}")
+    args = _scatter_args(input, dim, index, src)
+    if args is None:
+        return input.clone()
+    dim, idx, x, src = args
+    writes = src if tuple(src.shape) == idx.shape else \
+        getitem(src, tuple(slice(0, n) for n in idx.shape))
+    return _as_input(_accumulated(x, _positions(tuple(x.shape), dim, idx), writes,
+                                  "ScatterAddBackward0", input, src), input)
+
+
+def _along(name, input, dim, index, source, long_only=False):
+    """The checks of index_add / index_copy, and the flat positions in ``input`` of
+    ``source``'s elements (index[k] along ``dim`` for source's k-th slice)."""
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{name}(): argument 'index' (position 3) must be Tensor, not "
+                        f"{type(index).__name__}")
+    nd = max(input.ndim, 1)
+    dim = _wrap_dim(dim, nd)
+    if long_only and index.dtype is not dtypes.int64:
+        raise RuntimeError(f"{name}_(): Expected a long tensor for index, but got "
+                           f"{_type_name(index)}")
+    if index.dtype not in (dtypes.int64, dtypes.int32):
+        raise RuntimeError(f"{name}_(): Expected dtype int32/int64 for index but got: "
+                           f"{_type_name(index)}")
+    if index.ndim > 1:
+        raise IndexError(f"{name}_(): Index is supposed to be a vector, but got dim: "
+                         f"{index.ndim} with type: {_type_name(index)} and size: "
+                         f"{list(index.shape)}")
+    idx = _index_np(index, name).reshape(-1)
+    shape = tuple(input.shape) or (1,)
+    sshape = tuple(source.shape) or (1,)
+    if len(sshape) != len(shape) or sshape[dim] != idx.size:
+        if name == "index_copy":
+            raise IndexError(f"index_copy_(): Number of indices ({idx.size}) should be equal to "
+                             f"source.size(dim) ({sshape[dim] if dim < len(sshape) else 1})")
+        raise RuntimeError(f"index_add_(): Number of indices ({idx.size}) should be equal to "
+                           f"source.size(dim): ({sshape[dim] if dim < len(sshape) else 1}), for "
+                           f"dim: {dim}")
+    for d in range(nd):
+        if d != dim and sshape[d] != shape[d]:
+            if name == "index_copy":
+                k = d - (d > dim)
+                raise RuntimeError(f"index_copy_(): Source/destination tensor must have same "
+                                   f"slice shapes. Destination slice shape: {shape[d]} at "
+                                   f"dimension {k} and source slice shape: {sshape[d]} at "
+                                   f"dimension {k}.")
+            raise RuntimeError(f"source tensor shape must match self tensor shape, excluding "
+                               f"the specified dimension. Got self.shape = {list(input.shape)} "
+                               f"source.shape = {list(source.shape)}")
+    if name == "index_copy":
+        _check_index_bounds(idx, shape[dim], dim, IndexError, "index_copy_(): ")
+    else:
+        _check_index_bounds(idx, shape[dim], dim)
+    along = [1] * nd
+    along[dim] = idx.size
+    return _positions(shape, dim, np.broadcast_to(idx.reshape(along), sshape))
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    """``input`` with ``alpha * source``'s slices added at ``index`` along ``dim``."""
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"index_add_(): self ({_type_name(input)}) and source "
+                           f"({_type_name(source)}) must have the same scalar type")
+    pos = _along("index_add", input, dim, index, source)
+    x = reshape(input, (1,)) if input.ndim == 0 else input
+    writes = source if alpha == 1 else source * alpha
+    return _as_input(_accumulated(x, pos, writes.reshape(pos.shape), "IndexAddBackward0",
+                                  input, source), input)
+
+
+def index_copy(input, dim, index, source):
+    """``input`` with ``source``'s slices written at ``index`` along ``dim``."""
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"index_copy_(): self and source expected to have the same dtype, "
+                           f"but got (self) {_type_name(input)} and (source) "
+                           f"{_type_name(source)}")
+    pos = _along("index_copy", input, dim, index, source, long_only=True)
+    x = reshape(input, (1,)) if input.ndim == 0 else input
+    return _as_input(_put(x, pos, source.reshape(pos.shape), "IndexCopyBackward0", input,
+                          source), input)
+
+
+def index_fill(input, dim, index, value):
+    """``input`` with the slices ``index`` along ``dim`` set to ``value`` (a number or a
+    0-d tensor, which gets their gradient's sum)."""
+    if not isinstance(index, Tensor) or index.dtype is not dtypes.int64:
+        raise IndexError("index_fill_(): Expected dtype int64 for index.")
+    if index.ndim > 1:
+        raise RuntimeError("Index has to be a vector/scalar")
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got "
+                           f"tensor with {value.ndim} dimension(s).")
+    nd = max(input.ndim, 1)
+    dim = _wrap_dim(dim, nd)
+    idx = _index_np(index, "index_fill").reshape(-1)
+    n = (tuple(input.shape) or (1,))[dim]
+    bad = idx[(idx < -n) | (idx >= n)]
+    if bad.size:
+        raise IndexError(f"index {int(bad[0])} is out of bounds for dimension {dim} with size {n}")
+    mask = np.zeros(tuple(input.shape) or (1,), bool)
+    mask[(slice(None),) * dim + (idx % max(n, 1),)] = True
+    mask = _const(mask.reshape(tuple(input.shape)))
+    if isinstance(value, Tensor):
+        return composite("IndexFillBackward1", lambda: masked_fill(input, mask, value), input,
+                         value)
+    return composite("IndexFillBackward0", lambda: masked_fill(input, mask, value), input)
+
+
+def _put_positions(input, indices):
+    """The flat positions ``input[indices]`` selects (PyTorch's indexing and its errors)."""
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"index_put(): argument 'indices' (position 2) must be tuple of Tensors, "
+                        f"not {type(indices).__name__}")
+    for k, i in enumerate(indices):
+        if not isinstance(i, Tensor):
+            raise TypeError(f"expected Tensor as element {k} in argument 1, but got "
+                            f"{type(i).__name__}")
+    used = sum(i.ndim if i.dtype in (dtypes.bool_, dtypes.uint8) else 1 for i in indices)
+    if used > input.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {input.ndim} (got {used})")
+    at = _const(np.arange(input.numel()).reshape(tuple(input.shape)))
+    return np.asarray(getitem(at, tuple(indices))._arr)
+
+
+def index_put(input, indices, values, accumulate=False):
+    """``input`` with ``values`` (broadcast) written at ``input[indices]`` (added there
+    with ``accumulate``): IndexPutBackward0; the gradient of ``values`` is the result's
+    gradient at the positions, repeated ones included, as PyTorch's."""
+    pos = _put_positions(input, indices)
+    if values.dtype is not input.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{_type_name(input)} for the destination and {_type_name(values)} "
+                           f"for the source.")
+    if not accumulate:
+        return _put(input, pos, values, "IndexPutBackward0", input, values, advanced=True)
+    writes = values.reshape(write_shape(values, pos, True)).broadcast_to(pos.shape)
+    return _accumulated(input, pos, writes, "IndexPutBackward0", input, values)
+
+
+def masked_select(input, mask):
+    """The elements of ``input`` where ``mask`` holds (both broadcast), as a 1-D tensor."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool_:
+        raise RuntimeError("masked_select: expected BoolTensor for mask")
+    shape = broadcast_shape(tuple(mask.shape), tuple(input.shape))
+    return composite("MaskedSelectBackward0", lambda: getitem(
+        expand(input, shape), expand(mask, shape) if tuple(mask.shape) != shape else mask),
+        input)
+
+
+def masked_scatter(input, mask, source):
+    """``input`` (broadcast with ``mask``) with the positions where ``mask`` holds taking
+    ``source``'s elements in order."""
+    if not isinstance(mask, Tensor) or mask.dtype is not dtypes.bool_:
+        name = mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with dtype "
+                           f"{dtypes.TORCH_NAMES.get(name, (name,))[0]}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but "
+                           f"got{_type_name(input)} and {_type_name(source)}")
+    shape = broadcast_shape(tuple(mask.shape), tuple(input.shape))
+    pos = np.flatnonzero(np.broadcast_to(_values(mask), shape))
+    if pos.size > source.numel():
+        raise RuntimeError("Number of elements of source < number of ones in mask")
+    x = input if tuple(input.shape) == shape else expand(input, shape)
+    writes = reshape(source, (-1,))
+    if pos.size != source.numel():
+        writes = getitem(writes, slice(0, pos.size))
+    return composite("MaskedScatterBackward0", lambda: placed(
+        x, pos, writes, traced=_traced(x, writes)), input, source)
+
+
+def nonzero(input, *, as_tuple=False):
+    """The indices of the nonzero elements: an (n, ndim) int64 tensor, or one per dim."""
+    if as_tuple:
+        return where(input)
+    return _const(np.argwhere(_values(input)).astype(np.int64))
+
+
+def take(input, index):
+    """The elements of the flattened ``input`` at ``index`` (negative from the end), in
+    index's shape."""
+    if not isinstance(index, Tensor) or index.dtype is not dtypes.int64:
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got "
+                           f"{_type_name(index) if isinstance(index, Tensor) else 'none'}")
+    idx = _index_np(index, "take")
+    n = input.numel()
+    if n == 0 and idx.size:
+        raise IndexError("take(): tried to take from an empty tensor")
+    bad = idx[(idx < -n) | (idx >= n)]
+    if bad.size:
+        raise IndexError(f"out of range: tried to access index {int(bad[0])} on a tensor of {n} "
+                         f"elements.")
+    return composite("TakeBackward0", lambda: getitem(reshape(input, (-1,)),
+                                                      _const(idx % max(n, 1))), input)
+
+
+def take_along_dim(input, indices, dim=None):
+    """``input``'s elements at ``indices`` along ``dim`` (broadcast with input apart from
+    dim; negative from the end); without dim, of the flattened input."""
+    if not isinstance(indices, Tensor) or indices.dtype is not dtypes.int64:
+        raise RuntimeError(f"torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{_type_name(indices)}")
+    if dim is None:
+        return take_along_dim(reshape(input, (-1,)), reshape(indices, (-1,)), 0)
+    if input.ndim != indices.ndim:
+        raise RuntimeError(f"torch.take_along_dim(): input and indices should have the same "
+                           f"number of dimensions, but got {input.ndim} dimensions for input, "
+                           f"and {indices.ndim} dimensions for indices")
+    dim = _wrap_dim(dim, max(input.ndim, 1))
+    idx = _index_np(indices, "take_along_dim")
+    n = (tuple(input.shape) or (1,))[dim]
+    bad = idx[(idx < -n) | (idx >= n)]
+    if bad.size:
+        raise RuntimeError(f"index {int(bad[0])} is out of bounds for dimension {dim} with "
+                           f"size {n}")
+    if input.ndim == 0:
+        return input.clone()
+    shape = list(broadcast_shape(*(tuple(1 if d == dim else n for d, n in enumerate(t.shape))
+                                   for t in (input, indices))))
+    in_shape, idx_shape = list(shape), list(shape)
+    in_shape[dim], idx_shape[dim] = input.shape[dim], idx.shape[dim]
+    x = input if list(input.shape) == in_shape else expand(input, tuple(in_shape))
+    return gather(x, dim, _const(np.broadcast_to(idx % max(n, 1), idx_shape).copy()))
+
+
+def _inplace_form(fn):
+    """``x.fn_(...)``: ``fn`` out of place (checked before anything changes), adopted."""
+    def method(self, *args, **kwargs):
+        _check(self)
+        out = fn(self, *args, **kwargs)
+        if tuple(out.shape) != tuple(self.shape):
+            check_broadcast(self, out)
+        return _adopt(self, lambda: out)
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+scatter_, scatter_add_, index_add_, index_copy_, index_fill_, index_put_, masked_scatter_ = map(
+    _inplace_form, (scatter, scatter_add, index_add, index_copy, index_fill, index_put,
+                    masked_scatter))
 
 
 def _dims_arg(dims, ndim):

@@ -121,3 +121,9 @@ T.get_device = lambda self: -1
 T.cpu = cpu
 T.cuda = lambda self, device=None, non_blocking=False, memory_format=None: to(
     self, check_device("cuda" if device is None else device))
+# -- writes and reads by index (more_ops) ---------------------------------------------------------
+for _name in ("scatter", "scatter_add", "index_add", "index_copy", "index_fill", "index_put",
+              "masked_scatter", "take_along_dim", "take", "masked_select", "nonzero"):
+    setattr(T, _name, getattr(_mo, _name))
+    if hasattr(_mo, _name + "_"):
+        setattr(T, _name + "_", getattr(_mo, _name + "_"))

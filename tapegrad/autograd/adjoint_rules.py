@@ -168,10 +168,14 @@ def _filled(v, g):
 
 def scatter_add(g, src, n_in, in_shape):
     """The transpose of a gather: result element j sums the elements k of ``g`` with
-    ``src[k] == j``, recorded as an index entry (and a sum where targets repeat)."""
+    ``src[k] == j``, recorded as index entries and sums.  Each target's elements are
+    gathered into a row (padded with a zero) and the rows summed: one matrix of the
+    largest count's width where that is small, else one matrix per power-of-two width
+    (at most twice the elements, however unevenly they fall), put in order by a last
+    gather."""
     from ..factories import zeros
     from ..shape_ops import cat
-    src = np.asarray(src, np.int64)
+    src = np.asarray(src, np.int64).reshape(-1)
     n_out = src.size
     counts = np.bincount(src, minlength=n_in)
     flat = g.reshape(-1)
@@ -181,13 +185,29 @@ def scatter_add(g, src, n_in, in_shape):
         return flat[inv].reshape(in_shape)
     m = int(counts.max(initial=1))
     order = np.argsort(src, kind="stable")
-    starts = np.cumsum(counts) - counts
-    rank = np.arange(n_out) - starts[src[order]]
-    P = np.full((n_in, m), n_out, np.int64)          # n_out: the zero pad
-    P[src[order], rank] = order
-    ext = cat([flat, zeros(1, dtype=g.dtype)])
-    picked = ext[P.reshape(-1)].reshape(n_in, m)
-    return (picked.sum(1) if m > 1 else picked.reshape(-1)).reshape(in_shape)
+    target = src[order]
+    rank = np.arange(n_out) - (np.cumsum(counts) - counts)[target]
+    ext = cat([flat, zeros(1, dtype=g.dtype)])       # n_out: the zero pad
+
+    def rows_summed(rows, width, rank):
+        """The sums of the targets ``rows``, whose elements (in order) sit at ``rank``."""
+        row = np.full(n_in, len(rows), np.int64)
+        row[rows] = np.arange(len(rows))
+        P = np.full((len(rows) + 1, width), n_out, np.int64)
+        P[row[target], rank] = order
+        picked = ext[P[:-1].reshape(-1)].reshape(len(rows), width)
+        return picked.sum(1) if width > 1 else picked.reshape(-1)
+    if n_in * m <= 2 * (n_in + n_out):
+        return rows_summed(np.arange(n_in), m, rank).reshape(in_shape)
+    width = np.where(counts > 1, 1 << np.ceil(np.log2(np.maximum(counts, 1))).astype(np.int64),
+                     counts)
+    pieces, place, done = [], np.full(n_in, n_out, np.int64), 0
+    for w in np.unique(width[width > 0]):
+        rows = np.flatnonzero(width == w)
+        pieces.append(rows_summed(rows, int(w), np.where(width[target] == w, rank, 0)))
+        place[rows] = n_out + 1 + done + np.arange(len(rows))
+        done += len(rows)
+    return cat([ext] + pieces)[place].reshape(in_shape)
 
 
 class Scattered:
