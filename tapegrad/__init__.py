@@ -45,7 +45,7 @@ from .linalg_ops import (LinAlgError as _LinAlgError, addmm, addmv,  # noqa: E40
 from .more_ops import (addcdiv, addcmul, copysign, diff, fmax, fmin,  # noqa: E402
                        heaviside, logaddexp, logaddexp2, sgn)
 from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
-from .more_ops import diagonal, inner, kron, tensordot  # noqa: E402
+from .more_ops import diag_embed, diagonal, inner, kron, tensordot  # noqa: E402
 from .more_ops import (index_add, index_copy, index_fill, index_put,  # noqa: E402
                        index_put_, masked_scatter, masked_select, nonzero, scatter, scatter_add,
                        take, take_along_dim)

@@ -741,20 +741,32 @@ def triu(input, diagonal=0):
 def diag(input, diagonal=0):
     """A 1-D tensor put on a diagonal of a square matrix, or a matrix's diagonal."""
     if input.ndim == 1:
-        n = input.shape[0]
-        m = n + abs(diagonal)
-        pos = np.zeros((m, m), np.int64)
-        k = np.arange(n)
-        r, c = (k, k + diagonal) if diagonal >= 0 else (k - diagonal, k)
-        pos[r, c] = k + 1
-
-        def body():
-            padded = cat([zeros(1, dtype=input.dtype), input])
-            return getitem(padded, (_const(pos),))
-        return composite("DiagEmbedBackward0", body, input)
+        return diag_embed(input, diagonal, 0, 1)
     if input.ndim == 2:            # (a copy, as PyTorch's: not a view)
         return _diagonal_of(input, diagonal, 0, 1, "DiagonalBackward0_copy")
     raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{input.ndim}D")
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """The last dim of ``input`` put on the diagonal ``offset`` of square matrices over the
+    new dims ``dim1``, ``dim2``, zeros elsewhere: a gather from the input padded with a
+    zero."""
+    d1, d2 = _wrap_dim(dim1, input.ndim + 1), _wrap_dim(dim2, input.ndim + 1)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = input.shape[-1]
+    m = n + abs(offset)
+    pos = np.zeros((m, m), np.int64)
+    k = np.arange(n)
+    r, c = (k, k + offset) if offset >= 0 else (k - offset, k)
+    pos[r, c] = k + 1
+
+    def body():
+        padded = cat([zeros(tuple(input.shape[:-1]) + (1,), dtype=input.dtype), input], -1)
+        out = getitem(padded, (Ellipsis, _const(pos)))
+        return movedim(out, (-2, -1), (d1, d2)) if (d1, d2) != (input.ndim - 1, input.ndim) \
+            else out
+    return composite("DiagEmbedBackward0", body, input)
 
 
 def diagonal(input, offset=0, dim1=0, dim2=1):

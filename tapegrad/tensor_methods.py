@@ -109,7 +109,7 @@ for _name in ("addcmul", "addcdiv", "logaddexp", "logaddexp2", "sgn", "copysign"
     setattr(T, _name, getattr(_mo, _name))
 from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
 T.nansum, T.nanmean, T.count_nonzero = nansum, nanmean, count_nonzero
-for _name in ("diagonal", "inner", "kron"):
+for _name in ("diagonal", "diag_embed", "inner", "kron"):
     setattr(T, _name, getattr(_mo, _name))
 from .shape_extras import tensor_split, tile  # noqa: E402
 T.tensor_split, T.tile, T.swapdims = tensor_split, tile, T.transpose

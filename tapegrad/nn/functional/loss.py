@@ -1,12 +1,14 @@
-"""Losses: mse_loss, nll_loss / cross_entropy (class indices or class probabilities),
-binary_cross_entropy_with_logits; each shows as PyTorch's one Node in graph views."""
+"""Losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss, nll_loss / cross_entropy (class
+indices or class probabilities), binary_cross_entropy(_with_logits), kl_div; each shows as
+PyTorch's Nodes in graph views."""
 import warnings
 
 import math
 
 import numpy as np
 
-from ...elementwise import where
+from ...dtypes import TORCH_NAMES
+from ...elementwise import FUNCTIONS, where
 from ...reductions import composite, sum
 from ...tensor import from_array
 from ...tracing import freeze
@@ -68,12 +70,16 @@ def _mean_of_none(total):
     return total + math.nan
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    reduction = _reduction(size_average, reduce, reduction)
+def _warn_size(input, target):
     if target.shape != input.shape:
         warnings.warn(f"Using a target size ({target.shape}) that is different to the input "
                       f"size ({input.shape}). This will likely lead to incorrect results due "
-                      "to broadcasting. Please ensure they have the same size.", stacklevel=2)
+                      "to broadcasting. Please ensure they have the same size.", stacklevel=3)
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _reduction(size_average, reduce, reduction)
+    _warn_size(input, target)
 
     def body():
         d = input - target
@@ -190,3 +196,112 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         return _reduce(loss if weight is None else loss * weight, reduction)
     return composite("BinaryCrossEntropyWithLogitsBackward0", body, input, target)
 
+
+
+def _weighted(loss, weight, input, reduction, mean):
+    """``loss`` times an elementwise ``weight`` (input's size), reduced; ``mean`` the
+    weighted mean's form."""
+    if weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', "
+                         f"'mean', 'sum'.")
+    return mean(loss) if reduction == "mean" else _reduce(loss, reduction)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """|input - target| (broadcast), reduced; with ``weight``, each times its weight, the
+    mean divided by the weights' sum."""
+    _warn_size(input, target)
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    loss = (input - target).abs()
+    if weight is not None:
+        return _weighted(loss, weight, input, reduction, lambda w: w.sum() / weight.sum())
+    return _reduce(loss, _reduction(None, None, reduction))
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """0.5 d**2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target); beta 0 is
+    l1_loss."""
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if beta == 0:
+        return l1_loss(input, target, size_average, reduce, reduction)
+    _warn_size(input, target)
+    reduction = _reduction(size_average, reduce, reduction)
+
+    def body():
+        d = input - target
+        a = d.abs()
+        return _reduce(where(a < beta, 0.5 * d * d / beta, a - 0.5 * beta), reduction)
+    return composite("SmoothL1LossBackward0", body, input, target)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """0.5 d**2 where |d| < delta, else delta (|d| - 0.5 delta) (d = input - target)."""
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    _warn_size(input, target)
+
+    def pointwise():
+        d = input - target
+        a = d.abs()
+        return where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+    if weight is not None:
+        return _weighted(composite("HuberLossBackward0", pointwise, input, target), weight,
+                         input, reduction, lambda w: w.mean())
+    reduction = _reduction(None, None, reduction)
+    return composite("HuberLossBackward0", lambda: _reduce(pointwise(), reduction), input,
+                     target)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-(t log x + (1 - t) log(1 - x)), each log at least -100, times ``weight`` (which
+    broadcasts to input's shape).  Its gradient is the formula's: (x - t) / (x (1 - x)),
+    0 where a log is clamped; PyTorch divides by max(x (1 - x), 1e-12), which differs
+    within 1e-12 of 0 and 1."""
+    reduction = _reduction(size_average, reduce, reduction)
+    if target.shape != input.shape:
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input "
+                         f"size ({input.shape}) is deprecated. Please ensure they have the "
+                         f"same size.")
+    if target.dtype is not input.dtype:
+        raise RuntimeError(f"Found dtype {TORCH_NAMES[target.dtype.name][0]} but expected "
+                           f"{TORCH_NAMES[input.dtype.name][0]}")
+    if weight is not None and weight.requires_grad:
+        raise RuntimeError("The function 'binary_cross_entropy' is not differentiable with "
+                           "respect to argument 'weight'. This input cannot have requires_grad "
+                           "True.")
+    freeze(input)
+    x = input._arr
+    if ((x < 0) | (x > 1)).any():
+        raise RuntimeError("all elements of input should be between 0 and 1")
+
+    def body():
+        log_x = input.log().clamp(min=-100.0)
+        log_1mx = (1.0 - input).log().clamp(min=-100.0)
+        loss = -(target * log_x + (1.0 - target) * log_1mx)
+        return _reduce(loss if weight is None else loss * weight, reduction)
+    return composite("BinaryCrossEntropyBackward0", body, input, target)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target (log target - input) pointwise (input and, with ``log_target``, target are
+    log-probabilities; 0 where target is 0), reduced; 'batchmean' divides the sum by the
+    batch size."""
+    if reduction == "mean" and size_average is None and reduce is None:
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
+    if reduction != "batchmean":
+        reduction = _reduction(size_average, reduce, reduction)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = FUNCTIONS["xlogy"](target, target) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
+    return _reduce(loss, reduction)
