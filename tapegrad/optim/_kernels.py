@@ -50,3 +50,39 @@ def adam(p_out, p, g, m_out, m, v_out, v, vmax_out, vmax, lr, beta1, beta2, eps,
             vk = max(vmax[k], vk)
             vmax_out[k] = vk
         p_out[k] = x + (-step_size) * (mk / (math.sqrt(vk) / bias_correction2_sqrt + eps))
+
+
+@njit(**_JIT)
+def rmsprop(p_out, p, g, sq_out, sq, avg_out, avg, buf_out, buf, lr, alpha, eps, weight_decay,
+            momentum, centered, maximize):
+    w = 1.0 - alpha
+    for k in range(p.size):
+        d = -g[k] if maximize else g[k]
+        if weight_decay != 0.0:
+            d = d + weight_decay * p[k]
+        s = sq[k] * alpha + w * d * d
+        sq_out[k] = s
+        if centered:
+            # torch.lerp(avg, d, w), as Adam's first moment
+            a = avg[k] + w * (d - avg[k]) if w < 0.5 else d - (d - avg[k]) * (1.0 - w)
+            avg_out[k] = a
+            root = math.sqrt(s + (-a) * a) + eps
+        else:
+            root = math.sqrt(s) + eps
+        if momentum > 0.0:
+            b = buf[k] * momentum + d / root
+            buf_out[k] = b
+            p_out[k] = p[k] + (-lr) * b
+        else:
+            p_out[k] = p[k] + (-lr) * d / root
+
+
+@njit(**_JIT)
+def adagrad(p_out, p, g, sum_out, sums, clr, eps, weight_decay, maximize):
+    for k in range(p.size):
+        d = -g[k] if maximize else g[k]
+        if weight_decay != 0.0:
+            d = d + weight_decay * p[k]
+        s = sums[k] + d * d
+        sum_out[k] = s
+        p_out[k] = p[k] + (-clr) * d / (math.sqrt(s) + eps)
