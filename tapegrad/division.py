@@ -18,8 +18,10 @@ _div, _floor_divide, _remainder, _trunc = (
 _PLAIN = object()        # rounding_mode not given (DivBackward0; given, None is DivBackward2)
 
 
-class _NotImplemented(Function):
-    """The Node of an op that PyTorch computes without a derivative."""
+class NoDerivative(Function):
+    """The Node of an op that PyTorch computes without a derivative:
+    ``NoDerivative.apply(value, name, *inputs)`` is ``value``, and a backward that reaches
+    it raises PyTorch's error naming ATen op ``name``."""
 
     _node_name = "torch::autograd::NotImplemented"
 
@@ -42,7 +44,7 @@ def _underived(name, compute, *operands):
         value = compute()
     if not value.dtype.is_floating_point:
         return value
-    return _NotImplemented.apply(value, name, *[v for v in operands if isinstance(v, Tensor)])
+    return NoDerivative.apply(value, name, *[v for v in operands if isinstance(v, Tensor)])
 
 
 def floor_divide(input, other):

@@ -14,6 +14,7 @@ import numpy as np
 from . import dtypes, views
 from .autograd.adjoint_rules import scatter_add as _scatter_sum
 from .autograd.function import Function
+from .division import NoDerivative
 from .elementwise import where
 from .factories import _rng, zeros
 from .grad_mode import STATE
@@ -223,7 +224,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
                    np.broadcast_to(_values(writes), pos.shape).reshape(-1))
         out = _as_input(_const(arr), input)
         inputs = [t for t in (input, src) if isinstance(t, Tensor)]
-        return _NoDerivative.apply(out, "scatter", *inputs) if any(
+        return NoDerivative.apply(out, "scatter", *inputs) if any(
             t.requires_grad for t in inputs) else out
     if isinstance(src, Tensor):
         return _as_input(_put(x, pos, writes, "ScatterBackward0", input, src), input)
@@ -1210,20 +1211,6 @@ def copysign(input, other):
     return composite(node, body, input, *([other] if isinstance(other, Tensor) else []))
 
 
-class _NoDerivative(Function):
-    """A result PyTorch gives a Node without a derivative: backward through it raises."""
-    _node_name = "torch::autograd::NotImplemented"
-
-    @staticmethod
-    def forward(ctx, value, name, *inputs):
-        ctx.name = name
-        return value
-
-    @staticmethod
-    def backward(ctx, g):
-        raise RuntimeError(f"derivative for aten::{ctx.name} is not implemented")
-
-
 def heaviside(input, values):
     """0 below 0, 1 above, ``values`` at 0 (same dtypes: PyTorch's error otherwise); no
     derivative (backward through it raises, as PyTorch's)."""
@@ -1231,7 +1218,7 @@ def heaviside(input, values):
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     a, v = _values(input), _values(values)
     out = _const(np.where(a == 0, v, (a > 0).astype(a.dtype)).astype(a.dtype))
-    return _NoDerivative.apply(out, "heaviside", input, values)
+    return NoDerivative.apply(out, "heaviside", input, values)
 
 
 def _fmax_fmin(node, input, other, pick):

@@ -58,8 +58,11 @@ def test_large_tangents_equal_pytorchs(op):
                 args = [ad.make_dual(m.tensor(a), m.tensor(v)) if c else m.tensor(a)
                         for a, v, c in zip(arrs, vs, carry)]
                 found.append(ad.unpack_dual(torch_call(m, op.name, *args)).tangent.numpy())
-        # (atol: derivatives that cancel, as sinc's near its extrema, to 1e-12 of terms ~1)
-        np.testing.assert_allclose(found[0], found[1], rtol=1e-12, atol=1e-12)
+        # (atol: derivatives that cancel, as sinc's near its extrema, to 1e-12 of terms as
+        # large as the inputs: libm's and libmvec's sin differ by an ulp of pi x, and a cold
+        # kernel cache runs the scalar rules until the block rules are compiled)
+        scale = max(1.0, max(float(np.abs(a).max()) for a in arrs))
+        np.testing.assert_allclose(found[0], found[1], rtol=1e-12, atol=2e-12 * scale)
 
 
 @pytest.mark.parametrize("name", sorted(STRUCTURAL))
