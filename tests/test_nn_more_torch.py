@@ -196,3 +196,34 @@ def test_warnings_are_pytorchs():
             m.nn.functional.kl_div(m.zeros(2, 2), m.ones(2, 2) / 2)
         with pytest.warns(UserWarning, match="Using a target size"):
             m.nn.functional.l1_loss(m.zeros(2, 2), m.ones(2))
+
+
+IN_PLACE = {
+    "relu": lambda m, y: m.nn.functional.relu(y, inplace=True),
+    "leaky_relu": lambda m, y: m.nn.functional.leaky_relu(y, 0.2, inplace=True),
+    "elu": lambda m, y: m.nn.functional.elu(y, inplace=True),
+    "silu": lambda m, y: m.nn.functional.silu(y, inplace=True),
+    "mish": lambda m, y: m.nn.functional.mish(y, inplace=True),
+    "hardtanh": lambda m, y: m.nn.functional.hardtanh(y, inplace=True),
+    "ReLU": lambda m, y: m.nn.ReLU(inplace=True)(y),
+    "LeakyReLU": lambda m, y: m.nn.LeakyReLU(0.3, inplace=True)(y),
+    "ELU": lambda m, y: m.nn.ELU(inplace=True)(y),
+}
+
+
+@pytest.mark.parametrize("name", IN_PLACE)
+def test_inplace_activations_write_into_their_input(name):
+    """``inplace=True`` returns its input, changed (a view of it sees the change), and the
+    gradient flows through the in-place op, as PyTorch's."""
+    def run(m):
+        x = m.tensor(np.linspace(-2, 2, 12).reshape(3, 4), requires_grad=True)
+        y = x * 1
+        row = y[1]
+        out = IN_PLACE[name](m, y)
+        (out * m.arange(12.0).reshape(3, 4)).sum().backward()
+        return out is y, y.detach().numpy().copy(), row.detach().numpy().copy(), \
+            x.grad.numpy()
+    want, got = run(torch), run(tg)
+    assert got[0] is want[0] is True
+    for w, g in zip(want[1:], got[1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)

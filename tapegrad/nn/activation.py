@@ -21,7 +21,7 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.relu(input)
+        return F.relu(input, self.inplace)
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
@@ -34,7 +34,7 @@ class LeakyReLU(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")

@@ -6,12 +6,33 @@ import math
 from ...elementwise import FUNCTIONS, where
 from ...reductions import composite
 
-relu = FUNCTIONS["relu"]
+_relu = FUNCTIONS["relu"]
 sigmoid = FUNCTIONS["sigmoid"]
 tanh = FUNCTIONS["tanh"]
 _softplus, _erf, _expm1 = FUNCTIONS["softplus"], FUNCTIONS["erf"], FUNCTIONS["expm1"]
 _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _maybe_inplace(input, inplace, compute):
+    """``compute()``, or with ``inplace`` written into ``input`` (its in-place form)."""
+    if not inplace:
+        return compute()
+    from ...inplace import _adopt, _check
+    _check(input)
+    return _adopt(input, compute)
+
+
+def relu(input, inplace=False):
+    """max(x, 0), the op table's relu (``inplace``: written into input, as PyTorch's)."""
+    return _relu(input) if not inplace else _maybe_inplace(input, True, lambda: _relu(input))
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, else negative_slope * x (the slope's side at 0, as PyTorch)."""
+    return _maybe_inplace(input, inplace, lambda: composite(
+        "LeakyReluBackward0", lambda: where(input > 0, input, input * negative_slope), input,
+        reads=(0,)))
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -32,22 +53,6 @@ def gelu(input, approximate="none"):
     else:
         raise RuntimeError("approximate argument must be either none or tanh.")
     return composite("GeluBackward0", body, input)
-
-
-def leaky_relu(input, negative_slope=0.01, inplace=False):
-    """x where x > 0, else negative_slope * x (the slope's side at 0, as PyTorch)."""
-    return composite("LeakyReluBackward0",
-                     lambda: where(input > 0, input, input * negative_slope), input,
-                     reads=(0,))
-
-
-def _maybe_inplace(input, inplace, compute):
-    """``compute()``, or with ``inplace`` written into ``input`` (its in-place form)."""
-    if not inplace:
-        return compute()
-    from ...inplace import _adopt, _check
-    _check(input)
-    return _adopt(input, compute)
 
 
 def silu(input, inplace=False):
