@@ -709,7 +709,8 @@ def _compare(op):
 
     def cmp(x, y):
         rd = result_dtype(x, y)
-        r = np.asarray(npf(_value(x, rd.np), _value(y, rd.np)))
+        value = _value if rd.is_floating_point else _integer   # (uint8 < -1: 255, as PyTorch)
+        r = np.asarray(npf(value(x, rd.np), value(y, rd.np)))
         if STATE.trace is not None and any(v.__class__ is Tensor and traced_entry(v) is not None
                                            for v in (x, y)):
             return _record_compare(code, x, y, r)

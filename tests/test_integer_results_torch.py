@@ -49,3 +49,17 @@ def test_sums_and_products_of_small_integers_are_int64(a):
         got = f(tg.tensor(xs, dtype=getattr(tg, a)))
         _same(got, f(torch.tensor(xs).to(getattr(torch, a))))
         assert got.tolist() == f(torch.tensor(xs).to(getattr(torch, a))).tolist()
+
+
+@pytest.mark.parametrize("a", INTS)
+@pytest.mark.parametrize("number", [-1, -56, 200, 257, 300, 2 ** 40, 1.5])
+def test_comparisons_with_a_python_number_take_it_in_the_tensors_dtype(a, number):
+    """A Python int compared with an integer tensor is taken in the tensor's dtype first
+    (it wraps round: a uint8 tensor < -1 compares with 255), as PyTorch's."""
+    def results(m):
+        x = m.tensor([0, 1, 200, 255] if a != "bool" else [True, False, True, False])
+        x = x.to(getattr(m, a))
+        return [x < number, x <= number, x > number, x >= number, x == number, x != number,
+                number > x, m.eq(x, number)]
+    for got, want in zip(results(tg), results(torch)):
+        _same(got, want)
