@@ -14,6 +14,9 @@ AccumulateGrad, hooks, custom Functions' hooks, anomaly checks, saved-tensor hoo
 ``CALLBACKS``, which ``tapegrad.autograd`` fills at import.
 """
 import ast
+import collections
+import functools
+import operator
 import re
 import sys
 import threading
@@ -81,6 +84,15 @@ NEED = np.array([0 if op is None else
                  (_reads(op.gx) | _reads(op.gy) << 1) if op.kind == "ew" else
                  4 * (bool(op.saves) or op.kind == "host") for op in BY_CODE], np.uint8)
 
+# A backward takes a tape's lock and lists it in one C call (``held.extend(filter(
+# _ACQUIRE, (lock,)))``), and releases every lock listed in one more (``_EXHAUST`` of a
+# lazy ``map``): no bytecode between an acquire and its listing, or between two
+# releases, where a Ctrl-C could land and leave a lock held (a later backward through
+# that tape, from another thread, would wait for it forever).
+_ACQUIRE = operator.methodcaller("acquire")
+_RELEASE = operator.methodcaller("release")
+_EXHAUST = functools.partial(collections.deque, maxlen=0)
+
 
 def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=False):
     """Sweep from ``outputs`` seeded with ``seeds``.  Returns ``(deliveries, found)``:
@@ -100,22 +112,21 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
             continue
         tapes[out._t.uid] = out._t
         pending.setdefault(out._t.uid, []).append((out._i, s))
-    held = []       # tapes locked by this backward: one sweeps a tape at a time, and
-    try:            # one that consumes it lets no other read it meanwhile (PyTorch's
-        while pending:  # concurrent backwards: one succeeds, the others get the error)
+    held = []       # locks of the tapes this backward holds: one sweeps a tape at a time,
+    releases = map(_RELEASE, held)    # and one that consumes it lets no other read it
+    try:            # meanwhile (PyTorch's concurrent backwards: one succeeds, the others
+        while pending:  # get the error)
             uid = max(pending)
             t = tapes[uid]
-            if not any(h is t for h in held):
-                t.lock.acquire()
-                held.append(t)
+            if not any(h is t.lock for h in held):
+                held.extend(filter(_ACQUIRE, (t.lock,)))
             swept.append(sweep_tape(t, pending.pop(uid), deliveries, pending, tapes,
                                     want_at, found, observe))
         if not retain_graph:    # only now: a tape may be swept twice (tapes referring both ways)
             for t, live in swept:
                 consume_swept(t, live)
     finally:
-        for t in reversed(held):
-            t.lock.release()
+        _EXHAUST(releases)            # (a list's iterator: the locks listed since too)
     if wanted:
         leaf_pos = {id(w): k for k, w in enumerate(wanted) if w._t is None}
         for leaf, g in deliveries:

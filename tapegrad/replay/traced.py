@@ -8,6 +8,7 @@ another branch than the recording saw), the function is recorded again at these
 inputs and both recordings are kept (``on_guard_failure='retrace'``), or
 ``GuardFailure`` is raised (``'error'``): a replay never answers for the wrong branch.
 """
+import functools
 import sys
 import threading
 
@@ -30,6 +31,18 @@ _BATCH = threading.Lock()
 
 class GuardFailure(ReplayError):
     pass
+
+
+def _in_turn(method):
+    """A call of a ``Traced`` that replays: its recordings' arrays (values, adjoints,
+    scratch) are the replay's work space, so threads that share one ``Traced`` take
+    turns (each call is the one-thread result; a thread of its own replays in parallel
+    with its own ``Traced``: trace again, or ``load`` a saved one)."""
+    @functools.wraps(method)
+    def in_turn(self, *args, **kwargs):
+        with self._turn:
+            return method(self, *args, **kwargs)
+    return in_turn
 
 
 def _split_args(args):
@@ -64,7 +77,13 @@ class Traced:
 
     ``traced(*args)``, ``.grad``, ``.value_and_grad``, ``.vjp``, ``.jvp``, ``.hvp`` take
     arguments of the example's shapes; tensors and floats are traced, other arguments
-    are static (they must equal the example's)."""
+    are static (they must equal the example's).  Threads may share one: its calls take
+    turns (``_in_turn``)."""
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)       # (also for a loaded, copied or unpickled Traced)
+        self._turn = threading.RLock()    # (re-entered: grad_batch replays point by point)
+        return self
 
     def __init__(self, fn, *example_args, on_guard_failure="retrace", argnums=None,
                  optimize=True, compile_after=1000):
@@ -144,9 +163,11 @@ class Traced:
         return tuple(outs) if r.out_tuple else outs[0]
 
     # -- the calls -------------------------------------------------------------------
+    @_in_turn
     def __call__(self, *args):
         return self._outputs(self._ready(self._arrays(args)))
 
+    @_in_turn
     def value_and_grad(self, *args):
         nums, single = self._wrt()
         value, grads = self._value_and_grads(args, nums)
@@ -183,6 +204,7 @@ class Traced:
             pos += size
         return grads
 
+    @_in_turn
     def compile(self, strict=True):
         """Lower each recording to native code through LLVM (see ``llvm_tape``); later
         gradients run it.  ``strict``: raise ``CompileError`` for a recording the
@@ -206,6 +228,7 @@ class Traced:
     def grad(self, *args):
         return self.value_and_grad(*args)[1]
 
+    @_in_turn
     def vjp(self, args, v):
         """``(outputs, v^T J)`` with ``v`` shaped like the outputs."""
         r = self._ready(self._arrays(args))
@@ -230,6 +253,7 @@ class Traced:
                               "Function or a hook) and cannot be replayed")
         return G
 
+    @_in_turn
     def jvp(self, args, v):
         """``(outputs, J v)`` with ``v`` shaped like the traced arguments."""
         r = self._ready(self._arrays(args))
@@ -240,6 +264,7 @@ class Traced:
         res = [_tensor(np.zeros(s) if tan is None else tan) for tan, s in zip(tans, r.out_shapes)]
         return self._outputs(r), tuple(res) if r.out_tuple else res[0]
 
+    @_in_turn
     def hvp(self, args, v):
         """``(output, H v)``: a tangent sweep over the recorded gradient."""
         r = self._ready(self._arrays(args), second_order=True)
@@ -251,6 +276,7 @@ class Traced:
                for tan, s, d in zip(tans, self.shapes, self.dtypes)]
         return self._outputs(r), res[0] if len(res) == 1 else tuple(res)
 
+    @_in_turn
     def jacobian(self, *args, sparse=False):
         """The Jacobian of the outputs (rows: all their elements, flattened and
         concatenated) w.r.t. the traced arguments (columns, likewise): a 2-D tensor, or
@@ -260,6 +286,7 @@ class Traced:
         ins = [r.ins[k] for k in self._wrt()[0]]
         return self._matrix(r, r.outs, ins, sparse, symmetric=False)
 
+    @_in_turn
     def hessian(self, *args, sparse=False):
         """The Hessian of a scalar output w.r.t. the traced arguments (flattened and
         concatenated): a 2-D tensor, or with ``sparse=True`` a SciPy CSR array from a
@@ -285,6 +312,7 @@ class Traced:
             plan = r.sparse_plans[symmetric] = sparse_rules.Plan(P, symmetric)
         return plan.evaluate(r, outs, ins)
 
+    @_in_turn
     def explain_nan(self, *args):
         """Where the first NaN or inf starts at these inputs (``autograd.nan_trace``):
         the first non-finite value of the replayed forward pass, else the first entry
@@ -310,6 +338,7 @@ class Traced:
         k = next(k for k, b in enumerate(ins) if np.isnan(G[r.OFF[b]:r.OFF[b] + r.size(b)]).any())
         return nan_trace.adjoint_report(r, i, live, k)
 
+    @_in_turn
     def grad_batch(self, *batches):
         """Values and gradients at many points: each argument with a leading batch axis.
         Runs the points in parallel; points whose guards fail under the recording are
@@ -331,6 +360,7 @@ class Traced:
             pos += size
         return values, out[0] if len(out) == 1 else tuple(out), ok
 
+    @_in_turn
     def value_batch(self, *batches):
         """Values at many points, as ``grad_batch`` without the gradients (no reverse
         sweep): ``(values, guards_held)``; a Dask array gives Dask arrays."""
@@ -385,6 +415,7 @@ class Traced:
         return list(self.log)
 
     # -- persistence -----------------------------------------------------------------
+    @_in_turn
     def save(self, path):
         """Write the recordings to ``path`` (``.npz``); ``tapegrad.load`` reads them back,
         checking all of it.  A saved file holds data only: the safe way to ship a tape
@@ -392,6 +423,7 @@ class Traced:
         from .serialize import save
         save(self, path)
 
+    @_in_turn
     def __getstate__(self):
         """Pickled as its recordings (a saved file's bytes, checked again on unpickling)
         and its function as pickle holds any function: by reference (module and
@@ -410,6 +442,7 @@ class Traced:
     def __setstate__(self, st):
         from .serialize import from_bytes
         from .validate import ReplayFileError
+        self._turn = threading.RLock()    # (pickle's protocols 0 and 1 skip __new__)
         if type(st) is not dict or set(st) != {"tapes", "fn", "mode"} or \
                 type(st["tapes"]) is not bytes or st["mode"] not in ("retrace", "error"):
             raise ReplayFileError("not the pickled state of a tapegrad Traced")
