@@ -1,4 +1,6 @@
 """Tensor factories and dtype conversions."""
+import math
+
 import numpy as np
 
 from . import dtypes
@@ -116,7 +118,13 @@ def from_numpy(ndarray):
     return _make(contiguous(ndarray))
 
 
-def _size(size, name=None):
+_MOST_BYTES = np.iinfo(np.int64).max
+
+
+def _size(size, name=None, itemsize=8):
+    """The sizes of a new tensor of ``itemsize`` bytes a value, with PyTorch's errors
+    for a negative one and for a byte count past int64's (NumPy's own limit, which also
+    counts an empty tensor's nonzero sizes: NumPy would raise its ValueError)."""
     size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else \
         tuple(size)
     for n in size:
@@ -124,13 +132,26 @@ def _size(size, name=None):
             raise RuntimeError(f"{name}: Dimension size must be non-negative." if name else
                                f"Trying to create tensor with negative dimension {n}: "
                                f"{list(size)}")
+    if math.prod(int(n) for n in size if n) * itemsize > _MOST_BYTES:
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)}")
     return size
+
+
+def _allocated(make, size, itemsize=8):
+    """``make()``, the new array of ``size`` (checked by ``_size``): PyTorch's
+    RuntimeError where the system refuses its memory (NumPy raises MemoryError)."""
+    try:
+        return make()
+    except MemoryError:
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                           f"{math.prod(size) * itemsize} bytes.") from None
 
 
 def _filled(size, value, dtype, requires_grad, device=None, name=None):
     _device(device)
-    d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
-    return _make(np.full(_size(size, name), value, d), requires_grad)
+    d = np.dtype(dtypes.to_np(dtype) or dtypes.get_default_dtype().np)
+    size = _size(size, name, d.itemsize)
+    return _make(_allocated(lambda: np.full(size, value, d), size, d.itemsize), requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
@@ -173,9 +194,12 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if not all(math.isfinite(v) for v in (start, end)):
+        raise RuntimeError(f"unsupported range: {start} -> {end}")
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
-    arr = np.arange(start, end, step)
+    size = _size((max(0, math.ceil((end - start) / step)),))
+    arr = _allocated(lambda: np.arange(start, end, step), size)
     if dtype is None:
         dtype = dtypes.int64 if arr.dtype.kind in "iu" else dtypes.get_default_dtype()
     return _make(arr.astype(dtypes.to_np(dtype)), requires_grad)
@@ -186,7 +210,9 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
-    return _make(np.linspace(start, end, steps).astype(d), requires_grad)
+    size = _size((steps,))
+    return _make(_allocated(lambda: np.linspace(start, end, steps), size).astype(d),
+                 requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
@@ -195,7 +221,9 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     for name, v in (("n", n), ("m", m)):
         if v is not None and v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
-    return _make(np.eye(n, m, dtype=d), requires_grad)
+    size = _size((n, n if m is None else m), itemsize=np.dtype(d).itemsize)
+    return _make(_allocated(lambda: np.eye(n, m, dtype=d), size, np.dtype(d).itemsize),
+                 requires_grad)
 
 
 def manual_seed(seed):
@@ -206,13 +234,16 @@ def manual_seed(seed):
 def rand(*size, dtype=None, device=None, requires_grad=False):
     _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
-    return _make(_rng[0].random(_size(size)).astype(d), requires_grad)
+    size = _size(size)
+    return _make(_allocated(lambda: _rng[0].random(size), size).astype(d), requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
     _device(device)
     d = dtypes.to_np(dtype) or dtypes.get_default_dtype().np
-    return _make(_rng[0].standard_normal(_size(size)).astype(d), requires_grad)
+    size = _size(size)
+    return _make(_allocated(lambda: _rng[0].standard_normal(size), size).astype(d),
+                 requires_grad)
 
 
 _NOTHING = object()
@@ -292,7 +323,8 @@ def randint(*args, low=_NOTHING, high=_NOTHING, size=_NOTHING, generator=None, d
     elif not isinstance(generator, np.random.Generator):
         raise TypeError("randint(): argument 'generator' must be torch.Generator (the "
                         f"generator tapegrad.manual_seed returns), not {type(generator).__name__}")
-    values = generator.integers(low, high, size=tuple(int(n) for n in size), dtype=np.int64)
+    size = _size(tuple(int(n) for n in size))
+    values = _allocated(lambda: generator.integers(low, high, size=size, dtype=np.int64), size)
     return _make(values.astype(d), requires_grad)
 
 

@@ -16,7 +16,7 @@ from .autograd.adjoint_rules import scatter_add as _scatter_sum
 from .autograd.function import Function
 from .division import NoDerivative
 from .elementwise import where
-from .factories import _rng, zeros
+from .factories import _allocated, _rng, _size, zeros
 from .grad_mode import STATE
 from .inplace import _adopt, _check, check_broadcast, placed, write_shape
 from .ops.table import CODE
@@ -925,7 +925,8 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False,
         raise RuntimeError(f"n must be non-negative, got{n}")
     g = generator if generator is not None else _rng[0]
     d = dtypes.to_np(dtype) or np.int64
-    t = _leaf(g.permutation(int(n)).astype(d))
+    size = _size((int(n),))
+    t = _leaf(_allocated(lambda: g.permutation(size[0]), size).astype(d))
     return t.requires_grad_() if requires_grad else t
 
 

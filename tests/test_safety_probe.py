@@ -7,7 +7,9 @@ them, threads, crafted inputs), each case as it failed before its fix:
   its Function left an entry without one: every later ``grad`` (or ``backward`` with
   ``inputs``) through that tape raised a KeyError;
 * threads sharing one ``Traced`` replayed in the same arrays: one call could return
-  another's values.
+  another's values;
+* factories of a nonsense size (``zeros(2**62)``, ``arange(0, inf)``, ``rand(2**50)``)
+  leaked NumPy's ValueError or a MemoryError where PyTorch raises its RuntimeError.
 
 A KeyboardInterrupt is injected at a line with ``sys.settrace``, as in
 tests/test_interrupts.py; the gradients are the closed forms'."""
@@ -173,3 +175,35 @@ def test_threads_sharing_a_traced_take_turns(call):
     ta.join(TIMEOUT)
     tb.join(TIMEOUT)
     assert got == want
+
+
+# -- factories of a nonsense size: PyTorch's RuntimeError, not NumPy's ValueError or a
+# MemoryError.  (2**50 values: past any address space, so refused whatever the system's
+# overcommit policy.)
+_OVERFLOWING = ["zeros(2**62)", "zeros(2**31, 2**31)", "empty(2**62)", "ones(2**62, 2**62, 0)",
+                "full((2**62,), 1.0)", "randn(2**62)", "randint(0, 10, (2**62,))",
+                "randperm(2**62)", "arange(2**62)", "linspace(0, 1, 2**62)", "eye(2**31)",
+                "arange(0, float('inf'))", "arange(0, float('nan'))", "arange(float('-inf'), 0)"]
+_REFUSED = ["zeros(2**50)", "ones(2**50)", "empty(2**50)", "rand(2**50)", "randn(2**50)",
+            "full((2**50,), 1.0)", "randint(0, 5, (2**50,))", "randperm(2**50)",
+            "arange(0, 2**50, 1.0)", "linspace(0, 1, 2**50)", "eye(2**25)"]
+
+
+def _error(m, call):
+    with pytest.raises(Exception) as info:
+        eval(call, {"m": m})
+    return info.type, str(info.value)
+
+
+@pytest.mark.parametrize("call", _OVERFLOWING)
+def test_a_factory_of_an_overflowing_size_raises_pytorchs_error(call):
+    torch = pytest.importorskip("torch")
+    assert _error(tg, "m." + call) == _error(torch, "m." + call)
+
+
+@pytest.mark.parametrize("call", _REFUSED)
+def test_a_factory_the_system_cannot_allocate_raises_pytorchs_error(call):
+    torch = pytest.importorskip("torch")
+    for m in (tg, torch):
+        kind, text = _error(m, "m." + call)
+        assert kind is RuntimeError and "DefaultCPUAllocator: can't allocate memory" in text
