@@ -8,6 +8,7 @@ noted on its tape; a backward that needs that entry as a saved value raises PyTo
 error, as PyTorch would (ops that save nothing of it are fine; the check is in the
 engine).  A tape on which no in-place op happened pays nothing.
 """
+import threading
 import weakref
 
 import numpy as np
@@ -38,15 +39,34 @@ def _note_modified(x, data=False):
             _note(t, i, x, data)
 
 
+# the in-place op in progress on this thread: tape uid -> the tape's next entry when the
+# op first noted a change on it.  The entries the op itself records (its out-of-place
+# result, CopySlices into a base) read the values it changes as they were: only entries
+# recorded before the op are stale (``y.t().sin_()`` saves the view's old value).
+_OP = threading.local()
+
+
 def _note(t, i, x, data):
+    starts = getattr(_OP, "starts", None)
+    now = t.next if starts is None else starts.setdefault(t.uid, t.next)
     first = t.autograd.modified.get(i)
     t.autograd.modified[i] = (weakref.ref(x), x._version + (not data),
-                              first[2] if first else x._version, first[3] if first else t.next,
+                              first[2] if first else x._version, first[3] if first else now,
                               data and (first is None or first[4]))
 
 
 def _adopt(x, compute):
     """x takes the value (in x's dtype) and the history of ``compute()``; version + 1."""
+    if getattr(_OP, "starts", None) is not None:      # (a base taking a view's change)
+        return _adopt_now(x, compute)
+    _OP.starts = {}
+    try:
+        return _adopt_now(x, compute)
+    finally:
+        _OP.starts = None
+
+
+def _adopt_now(x, compute):
     _check_traced_write(x)
     _note_modified(x)
     out = compute()

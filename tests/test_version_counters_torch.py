@@ -256,3 +256,28 @@ def test_backward_through_a_value_changed_through_data_is_refused(graph):
     with pytest.raises(RuntimeError, match=r"changed through \.data .* PyTorch's backward "
                                            r"would silently use the new value"):
         z.sum().backward()
+
+
+THROUGH = {
+    "t": lambda y: y.t(),
+    "row": lambda y: y[1],
+    "view": lambda y: y.view(-1),
+    "unsqueeze": lambda y: y.unsqueeze(0),
+}
+
+
+@pytest.mark.parametrize("view", THROUGH)
+@pytest.mark.parametrize("op", ["pow_", "mul_"])
+def test_an_inplace_op_through_a_view_reads_what_it_changes(view, op):
+    """An in-place op through a view that saves its input (``pow_``; ``mul_`` by a tensor
+    that requires grad) reads the value it changes as it was: not stale (its own
+    CopySlices into the base comes after it), as PyTorch's."""
+    def fn(m):
+        x = m.tensor([[0.5, -1.0], [1.5, 2.0]], requires_grad=True)
+        c = m.tensor(3.0, requires_grad=True)
+        y = x * 2
+        v = THROUGH[view](y)
+        v.pow_(2) if op == "pow_" else v.mul_(c)
+        (y * y).sum().backward()
+        return x.grad, c.grad, y._version
+    _same(fn)
