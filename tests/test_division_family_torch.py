@@ -204,6 +204,28 @@ def test_in_place(form, dtype):
     _same(f, make)
 
 
+@pytest.mark.parametrize("form", ["%=", "remainder_", "fmod_", "true_divide_", "div_ floor",
+                                  "logit_", "pow_", "sin_"])
+def test_in_place_through_a_view(form):
+    """The op reads the view's old value as its input (not a saved value that the op
+    itself then changed): the base's gradient, as PyTorch's (was the 'modified by an
+    inplace operation' error for every op that saves its input)."""
+    def f(m, x, y=0.5):
+        base = x * 1
+        v = base[1:]
+        if form == "%=":
+            v %= y
+        elif form == "div_ floor":
+            v.div_(y, rounding_mode="floor")
+        elif form in ("logit_", "sin_"):
+            getattr(v, form)()
+        else:
+            getattr(v, form)(y)
+        return base
+    divisor = [np.array([2.0, -0.25, 0.5])] if form not in ("logit_", "sin_", "pow_") else []
+    _same(f, _floats("float64", np.array([0.5, 0.3, 0.6, 0.7]), *divisor))
+
+
 def test_second_derivatives_of_remainder_and_fmod():
     def f(m, x, y):
         out = []
