@@ -128,12 +128,15 @@ INTEGER_KERNELS = {"remainder": "remainder_cpu", "fmod": "fmod_cpu",
 
 
 def refuse_integer_division(kernel, operands, rd):
-    """PyTorch's errors for the division family on integers (result dtype ``rd``): bools
-    (and for ``frac`` any integers) have no kernel; an integer divisor 0 raises."""
+    """PyTorch's errors for the division family on integers (result dtype ``rd``), in its
+    order: operands that do not broadcast; bools (and for ``frac`` any integers) have no
+    kernel; an integer divisor 0 raises where it divides something."""
+    shape = broadcast_shape(*(np.shape(v._d if v.__class__ is Tensor else v)
+                              for v in operands)) if len(operands) == 2 else ()
     if rd is dtypes.bool_ or kernel == "frac_cpu":
         raise NotImplementedError(f'"{kernel}" not implemented for '
                                   f"'{dtypes.TORCH_NAMES[rd.name][0]}'")
-    if len(operands) == 2 and not np.all(_integer(operands[1], rd.np)):
+    if len(operands) == 2 and math.prod(shape) and not np.all(_integer(operands[1], rd.np)):
         raise RuntimeError("ZeroDivisionError")
 
 

@@ -140,6 +140,17 @@ def test_integer_division_by_zero(name, dtype):
     _same(BINARY[name], _ints(dtype, np.array([5, 6, 1]), zero))
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+@pytest.mark.parametrize("name", sorted(BINARY))
+@pytest.mark.parametrize("shapes", [((2, 0), ()), ((0,), (1,)), ((1, 4), (2, 0)), ((3,), (2,))],
+                         ids=str)
+def test_integer_division_of_empty_and_mismatched_shapes(name, dtype, shapes):
+    """A zero divisor that divides nothing is no error (was ZeroDivisionError); shapes
+    that do not broadcast are PyTorch's RuntimeError before the dtype's (was NumPy's
+    ValueError for div trunc, the bool error for the others)."""
+    _same(BINARY[name], lambda m: [m.zeros(s, dtype=getattr(m, dtype)) for s in shapes])
+
+
 @pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
 @pytest.mark.parametrize("name", sorted(BINARY))
 @pytest.mark.parametrize("number", [2, -3, 2.5, 0, 0.0])
