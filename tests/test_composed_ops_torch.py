@@ -99,6 +99,28 @@ def test_gradcheck_and_gradgradcheck(name):
     assert gradgradcheck(lambda *xs: program(tg, *xs), leaves)
 
 
+@pytest.mark.parametrize("name", ["addmm beta alpha", "addmv beta alpha", "baddbmm beta alpha",
+                                  "addcmul value broadcast", "logaddexp2"])
+def test_float32_second_derivatives(name):
+    """create_graph through a float32 program: the implicit seed of ``grad`` is in the
+    output's dtype (it was float64, and the first product's rule refused to multiply it
+    with a float32 operand: 'expected scalar type Double but found Float')."""
+    shapes, program = PROGRAMS[name]
+    rng = np.random.default_rng(2)
+    arrays = [rng.uniform(-2, 2, s).astype(np.float32) for s in shapes]
+    results = []
+    for m in (torch, tg):
+        xs = [m.tensor(a, requires_grad=True) for a in arrays]
+        gs = m.autograd.grad(program(m, *xs).sum(), xs, create_graph=True)
+        ggs = m.autograd.grad(sum((g * g).sum() for g in gs), xs, allow_unused=True,
+                              materialize_grads=True)
+        results.append([(str(g.dtype).rpartition(".")[2], g.detach().numpy())
+                        for g in gs + ggs])
+    for (wd, w), (gd, g) in zip(*results):
+        assert gd == wd
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
 _A = [-INF, INF, INF, 1.0, NAN, 0.0, -INF, 2.0, -0.0, 0.0, NAN, 3.0]
 _B = [-INF, INF, 1.0, -INF, 2.0, 0.0, 3.0, NAN, 0.0, -0.0, NAN, 3.0]
 _FINITE = [3, 5, 7, 8, 9, 11]        # (copysign's gradient at inf / nan: see its docstring)

@@ -133,7 +133,7 @@ def _prepare(outputs, grad_outputs, create_graph):
         nan_trace.warn_forward(outputs)
     seeds = _seeds(outputs, grad_outputs)
     if create_graph:
-        seeds = seeds_as_tensors(grad_outputs, seeds)
+        seeds = seeds_as_tensors(outputs, grad_outputs, seeds)
     return seeds
 
 

@@ -18,14 +18,16 @@ from .hooks import apply_hooks
 from .saved_hooks import rule_contributions
 
 
-def seeds_as_tensors(grad_outputs, seeds):
-    """The seed of each output as a tensor: the given grad_output itself (it may have a
-    history of its own) or a constant."""
+def seeds_as_tensors(outputs, grad_outputs, seeds):
+    """The seed of each output as a tensor in the output's dtype, as PyTorch casts it:
+    the given grad_output itself (it may have a history of its own) or a constant."""
     given = grad_outputs if isinstance(grad_outputs, (list, tuple)) else (grad_outputs,)
     out = []
-    for k, s in enumerate(seeds):
+    for k, (o, s) in enumerate(zip(outputs, seeds)):
         g = given[k] if grad_outputs is not None and k < len(given) else None
-        out.append(g if isinstance(g, Tensor) else from_array(s))
+        if not isinstance(g, Tensor):
+            g = from_array(np.asarray(s, o.dtype.np))
+        out.append(g if g.dtype is o.dtype else g.to(o.dtype))
     return out
 
 
