@@ -99,13 +99,21 @@ def test_gradcheck_and_gradgradcheck(name):
     assert gradgradcheck(lambda *xs: program(tg, *xs), leaves)
 
 
+_FLOAT32 = dict(PROGRAMS, **{
+    "addmm of computed operands": ([(3, 5), (3, 4), (1, 5)], lambda m, a, b, c: m.addmm(
+        a, b.sin(), c.expand(4, 5), alpha=2)),
+    "baddbmm of computed operands": ([(3, 1), (2, 3, 4), (2, 4, 5)], lambda m, a, b, c: (
+        a * 1).baddbmm(b, c * 2, beta=0))})
+
+
 @pytest.mark.parametrize("name", ["addmm beta alpha", "addmv beta alpha", "baddbmm beta alpha",
-                                  "addcmul value broadcast", "logaddexp2"])
+                                  "addcmul value broadcast", "logaddexp2",
+                                  "addmm of computed operands", "baddbmm of computed operands"])
 def test_float32_second_derivatives(name):
-    """create_graph through a float32 program: the implicit seed of ``grad`` is in the
-    output's dtype (it was float64, and the first product's rule refused to multiply it
-    with a float32 operand: 'expected scalar type Double but found Float')."""
-    shapes, program = PROGRAMS[name]
+    """create_graph through a float32 program: products' recorded rules take the seed
+    and the operands in the product's dtype (the implicit seed was float64, and so is an
+    operand read from the tape: 'expected scalar type Double but found Float')."""
+    shapes, program = _FLOAT32[name]
     rng = np.random.default_rng(2)
     arrays = [rng.uniform(-2, 2, s).astype(np.float32) for s in shapes]
     results = []

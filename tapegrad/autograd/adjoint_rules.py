@@ -22,6 +22,7 @@ import operator
 
 import numpy as np
 
+from .. import dtypes
 from ..kernels.generated import ew_fwd
 from ..ops.rules import RuleError, Walker
 from ..ops.table import BY_CODE, BY_NAME, CODE, EW_OF, kind_range
@@ -335,6 +336,10 @@ def reduce(i, g, h):
     return [(a, spread * prod_others.reshape(in_shape))]
 
 
+def _as(v, dtype):
+    return v if v.dtype is dtype else v.to(dtype)
+
+
 def _attains(h, i, x, in_shape, full):
     """1.0 where an element of ``x`` attains its extremum (reduction entry i), else 0.0,
     as ``kernels.reduce.attains``: from comparisons of tensors (recorded while tracing),
@@ -349,15 +354,19 @@ def _attains(h, i, x, in_shape, full):
 
 
 def matmul(i, g, h):
-    nb, M, K, N, _, ty = h.product(i)
+    """The products of g with the operands, in the product's dtype (an operand recorded
+    on the tape reads as float64, a leaf or a seed in its own dtype)."""
+    nb, M, K, N, dt, ty = h.product(i)
     a, b = h.A[i], h.B[i]
-    go = g.reshape(nb, M, N)
+    dt = dtypes.from_np(dt)
+    go = _as(g, dt).reshape(nb, M, N)
     out = []
     if _wants(h, a):        # g y^T; y^T is (nb, N, K): y's values as they are stored if ty
-        yt = h(b).reshape(nb, N, K) if ty else h(b).reshape(nb, K, N).transpose(1, 2)
+        y = _as(h(b), dt)
+        yt = y.reshape(nb, N, K) if ty else y.reshape(nb, K, N).transpose(1, 2)
         out.append((a, (go @ yt).reshape(h.shape(a))))
     if _wants(h, b):        # x^T g, stored transposed (g^T x) if ty
-        x = h(a).reshape(nb, M, K)
+        x = _as(h(a), dt).reshape(nb, M, K)
         gy = go.transpose(1, 2) @ x if ty else x.transpose(1, 2) @ go
         out.append((b, gy.reshape(h.shape(b))))
     return out
