@@ -292,7 +292,11 @@ def inverse(input):
 # -- products added to a tensor ------------------------------------------------------------
 def _plus_product(node, input, product, beta, alpha, *factors):
     """``beta * input + alpha * product()`` (input broadcast to the product's shape); with
-    beta 0 input is ignored (its nan and inf too) and gets a zero gradient, as PyTorch's."""
+    beta 0 input is ignored (its nan and inf too) and gets a zero gradient, as PyTorch's.
+    Integer products take beta and alpha truncated to integers, as PyTorch's."""
+    if not factors[0].dtype.is_floating_point:
+        beta, alpha = int(beta), int(alpha)
+
     def body():
         out = product()
         out = out if alpha == 1 else alpha * out

@@ -15,7 +15,7 @@ from . import dtypes, views
 from .autograd.adjoint_rules import scatter_add as _scatter_sum
 from .autograd.function import Function
 from .division import NoDerivative
-from .elementwise import where
+from .elementwise import result_dtype, where
 from .factories import _allocated, _rng, _size, zeros
 from .grad_mode import STATE
 from .inplace import _adopt, _check, check_broadcast, placed, write_shape
@@ -462,13 +462,17 @@ def take_along_dim(input, indices, dim=None):
 
 
 def _inplace_form(fn):
-    """``x.fn_(...)``: ``fn`` out of place (checked before anything changes), adopted."""
+    """``x.fn_(...)``: ``fn`` out of place, adopted (computed within ``_adopt``, after x
+    is noted as modified: fn's entries read x's old value as their input)."""
     def method(self, *args, **kwargs):
         _check(self)
-        out = fn(self, *args, **kwargs)
-        if tuple(out.shape) != tuple(self.shape):
-            check_broadcast(self, out)
-        return _adopt(self, lambda: out)
+
+        def compute():
+            out = fn(self, *args, **kwargs)
+            if tuple(out.shape) != tuple(self.shape):
+                check_broadcast(self, out)
+            return out
+        return _adopt(self, compute)
     method.__name__ = fn.__name__ + "_"
     return method
 
@@ -1153,7 +1157,12 @@ def zero_gradient_to(value, *others):
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):
-    """``input + value * tensor1 * tensor2``."""
+    """``input + value * tensor1 * tensor2`` (integers: value truncated, as PyTorch's)."""
+    rd = result_dtype(input, tensor1, tensor2)
+    if rd is dtypes.bool_:
+        raise NotImplementedError("\"addcmul_cpu_out\" not implemented for 'Bool'")
+    if not rd.is_floating_point:
+        value = int(value)
     return composite("AddcmulBackward0", lambda: input + value * (tensor1 * tensor2), input,
                      tensor1, tensor2)
 
@@ -1172,9 +1181,29 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
                      tensor1, tensor2)
 
 
+def _tensor_args(name, input, other, second="other", number=False):
+    """PyTorch's TypeError where its function takes tensors only (``number``: a Python
+    number ``other`` too), then its error for shapes that do not broadcast (before the
+    values are read: NumPy's error would leak)."""
+    for k, (arg, v) in enumerate((("input", input), (second, other))):
+        if not isinstance(v, Tensor) and not (k and number and isinstance(v, (int, float))):
+            raise TypeError(f"{name}(): argument '{arg}' (position {k + 1}) must be Tensor, "
+                            f"not {type(v).__name__}")
+    if isinstance(other, Tensor):
+        broadcast_shape(tuple(input.shape), tuple(other.shape))
+
+
 def _logaddexp(node, input, other, scale):
     """``log(exp(x) + exp(y))`` (base e, or 2 where ``scale`` is ln 2) as ``max +
-    log1p(exp(-|x - y|))``; equal infinities are themselves."""
+    log1p(exp(-|x - y|))``, in the operands' promoted float dtype; equal infinities are
+    themselves."""
+    name = "logaddexp" if scale == 1 else "logaddexp2"
+    _tensor_args(name, input, other)
+    rd = result_dtype(input, other)
+    if not rd.is_floating_point:
+        raise NotImplementedError(f'"{name}_cpu" not implemented for '
+                                  f"'{dtypes.TORCH_NAMES[rd.name][0]}'")
+    input, other = (v if v.dtype is rd else v.to(rd) for v in (input, other))
     same_inf = _const(np.isinf(_values(input)) & (_values(input) == _values(other)))
 
     def body():
@@ -1193,7 +1222,10 @@ def logaddexp2(input, other):
 
 
 def sgn(input):
-    """The sign (of real tensors; tapegrad has no complex ones): zero gradient."""
+    """The sign (of real tensors; tapegrad has no complex ones): zero gradient; a bool
+    is its own sign."""
+    if input.dtype is dtypes.bool_:
+        return input.clone()
     return composite("SgnBackward0", lambda: input.sign(), input)
 
 
@@ -1201,8 +1233,11 @@ def copysign(input, other):
     """``|input|`` with the sign bit of ``other`` (a float result); the gradient is
     input's sign times the result's, 0 at 0, and 0 to ``other`` (PyTorch's is nan at an
     infinite or nan input: result / input there)."""
-    if not input.dtype.is_floating_point:
-        input = input.to(dtypes.get_default_dtype())
+    _tensor_args("copysign", input, other, number=True)
+    rd = result_dtype(input, other)
+    rd = rd if rd.is_floating_point else dtypes.get_default_dtype()
+    if input.dtype is not rd:
+        input = input.to(rd)
     negative = _const(np.signbit(_values(other)))
 
     def body():
@@ -1215,6 +1250,7 @@ def copysign(input, other):
 def heaviside(input, values):
     """0 below 0, 1 above, ``values`` at 0 (same dtypes: PyTorch's error otherwise); no
     derivative (backward through it raises, as PyTorch's)."""
+    _tensor_args("heaviside", input, values, "values")
     if input.dtype is not values.dtype:
         raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
     a, v = _values(input), _values(values)
@@ -1222,20 +1258,26 @@ def heaviside(input, values):
     return NoDerivative.apply(out, "heaviside", input, values)
 
 
-def _fmax_fmin(node, input, other, pick):
+def _fmax_fmin(name, input, other, pick):
     """The larger / smaller where neither is nan, else the one that is not (nan if both):
     ``where`` on a mask of the values, a tie's gradient all to ``input``, as PyTorch's."""
+    _tensor_args(name, input, other)
     a, b = _values(input), _values(other)
     take_input = _const(pick(a, b) | np.isnan(b))
-    return composite(node, lambda: where(take_input, input, other), input, other)
+    return composite(f"{name.capitalize()}Backward0", lambda: where(take_input, input, other),
+                     input, other)
 
 
 def fmax(input, other):
-    return _fmax_fmin("FmaxBackward0", input, other, np.greater_equal)
+    return _fmax_fmin("fmax", input, other, np.greater_equal)
 
 
 def fmin(input, other):
-    return _fmax_fmin("FminBackward0", input, other, np.less_equal)
+    return _fmax_fmin("fmin", input, other, np.less_equal)
+
+
+addcmul_, addcdiv_, copysign_, sgn_, heaviside_ = map(
+    _inplace_form, (addcmul, addcdiv, copysign, sgn, heaviside))
 
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):

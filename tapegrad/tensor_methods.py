@@ -103,9 +103,10 @@ from . import linalg_ops as _lo  # noqa: E402
 T.det, T.logdet, T.slogdet, T.inverse = _lo.det, _lo.logdet, _lo.slogdet_top, _lo.inverse
 for _name in ("addmm", "addmv", "baddbmm"):
     setattr(T, _name, getattr(_lo, _name))
+    setattr(T, _name + "_", _mo._inplace_form(getattr(_lo, _name)))
 # -- more compositions: elementwise (more_ops), reductions --------------------------------------
 for _name in ("addcmul", "addcdiv", "logaddexp", "logaddexp2", "sgn", "copysign", "heaviside",
-              "fmax", "fmin", "diff"):
+              "fmax", "fmin", "diff", "addcmul_", "addcdiv_", "copysign_", "sgn_", "heaviside_"):
     setattr(T, _name, getattr(_mo, _name))
 from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
 T.nansum, T.nanmean, T.count_nonzero = nansum, nanmean, count_nonzero
