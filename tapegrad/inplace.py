@@ -359,8 +359,8 @@ def placed(self, pos, value, node=None, advanced=False, traced=False):
     untouched = _leaf_like(untouched.reshape(shape))
     if pos.size == 0 or not value_rg and not (isinstance(value, Tensor) and
                                               traced_entry(value) is not None):
-        # (nothing selected: value is not read, and gets no gradient)
-        return _named(where(untouched, self, _leaf_like(arr)), node)
+        # (nothing selected: value is not read, and gets a zero gradient)
+        return _named(reading(where(untouched, self, _leaf_like(arr)), value), node)
     flat_pos = pos.reshape(-1)
     src = np.zeros(self.numel(), np.int64)       # the write each position keeps (the last)
     src[flat_pos] = np.arange(pos.size)
@@ -372,6 +372,16 @@ def placed(self, pos, value, node=None, advanced=False, traced=False):
     t.flush()
     t.FLAGS[start:t.next] |= HIDDEN              # one node: where(x, value)
     return _named(where(untouched, self, spread), node)
+
+
+def reading(out, value):
+    """``out``, recorded as reading ``value`` where that requires grad (which gets a zero
+    gradient): an op that wrote none of value's elements still has it as an input, and
+    its result requires grad, as PyTorch's."""
+    from .elementwise import where
+    if not (isinstance(value, Tensor) and value._rg and STATE.grad):
+        return out
+    return where(_leaf_like(np.ones(out._arr.shape, bool)), out, value.sum().to(out.dtype))
 
 
 def write_shape(value, pos, advanced):

@@ -18,7 +18,7 @@ from .division import NoDerivative
 from .elementwise import result_dtype, where
 from .factories import _allocated, _rng, _size, zeros
 from .grad_mode import STATE
-from .inplace import _adopt, _check, check_broadcast, placed, write_shape
+from .inplace import _adopt, _check, check_broadcast, placed, reading, write_shape
 from .ops.table import CODE
 from .record import broadcast_shape, contiguous_strides, gather as gather_entry
 from .reductions import composite, sum as _sum
@@ -204,8 +204,9 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if reduce is not None and reduce not in ("add", "multiply"):
         raise RuntimeError("reduce argument must be either add or multiply.")
     args = _scatter_args(input, dim, index, src)
-    if args is None:
-        return input.clone()
+    if args is None:                # (nothing written; src is an input all the same)
+        return reading(input.clone(), src) if reduce is None else \
+            _underived_scatter(input.clone(), input, src)
     dim, idx, x, src = args
     pos = _positions(tuple(x.shape), dim, idx)
     if isinstance(src, Tensor):
@@ -222,13 +223,16 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
         combine = np.add if reduce == "add" else np.multiply
         combine.at(arr.reshape(-1), pos.reshape(-1),
                    np.broadcast_to(_values(writes), pos.shape).reshape(-1))
-        out = _as_input(_const(arr), input)
-        inputs = [t for t in (input, src) if isinstance(t, Tensor)]
-        return NoDerivative.apply(out, "scatter", *inputs) if any(
-            t.requires_grad for t in inputs) else out
+        return _underived_scatter(_as_input(_const(arr), input), input, src)
     if isinstance(src, Tensor):
         return _as_input(_put(x, pos, writes, "ScatterBackward0", input, src), input)
     return _as_input(_put(x, pos, src, "ScatterBackward1", input), input)
+
+
+def _underived_scatter(out, input, src):
+    inputs = [t for t in (input, src) if isinstance(t, Tensor)]
+    return NoDerivative.apply(out, "scatter", *inputs) if any(
+        t.requires_grad for t in inputs) else out
 
 
 def scatter_add(input, dim, index, src):
@@ -238,7 +242,7 @@ def scatter_add(input, dim, index, src):
                         f"{type(src).__name__}")
     args = _scatter_args(input, dim, index, src)
     if args is None:
-        return input.clone()
+        return reading(input.clone(), src)
     dim, idx, x, src = args
     writes = src if tuple(src.shape) == idx.shape else \
         getitem(src, tuple(slice(0, n) for n in idx.shape))
@@ -301,6 +305,8 @@ def index_add(input, dim, index, source, *, alpha=1):
                            f"({_type_name(source)}) must have the same scalar type")
     pos = _along("index_add", input, dim, index, source)
     x = reshape(input, (1,)) if input.ndim == 0 else input
+    if not input.dtype.is_floating_point:
+        alpha = int(alpha)                          # (as PyTorch's, for integers)
     writes = source if alpha == 1 else source * alpha
     return _as_input(_accumulated(x, pos, writes.reshape(pos.shape), "IndexAddBackward0",
                                   input, source), input)

@@ -332,3 +332,50 @@ def test_take_along_dim_out_of_range_raises():
     with pytest.raises(RuntimeError, match="index 5 is out of bounds for dimension 1 with size "
                                            "3"):
         tg.take_along_dim(tg.tensor(X), tg.tensor([[5]]), 1)
+
+
+EMPTY_WRITES = {
+    "setitem": lambda m, x, v: _set(x.clone(), (_i(m, []),), v),
+    "setitem slice": lambda m, x, v: _set(x.clone(), slice(1, 1), v),
+    "index_put": lambda m, x, v: m.index_put(x, (_i(m, []),), v),
+    "index_put accumulate": lambda m, x, v: x.index_put((_i(m, []),), v, accumulate=True),
+    "index_copy": lambda m, x, v: m.index_copy(x, 0, _i(m, []), v),
+    "scatter": lambda m, x, v: m.scatter(x, 0, _i(m, []), v),
+    "scatter_add": lambda m, x, v: x.scatter_add(0, _i(m, []), v),
+    "masked_scatter": lambda m, x, v: m.masked_scatter(x, m.zeros(3, dtype=m.bool), v),
+}
+
+
+def _set(x, key, v):
+    x[key] = v
+    return x
+
+
+@pytest.mark.parametrize("name", EMPTY_WRITES)
+def test_writing_nothing_keeps_the_source_an_input(name):
+    """No position written, a source that requires grad: the result requires grad (and
+    the source gets zeros), as PyTorch's (it was a result without history)."""
+    results = []
+    for m in (torch, tg):
+        v = m.zeros(0, requires_grad=True)
+        out = EMPTY_WRITES[name](m, m.tensor([1.0, 2.0, 3.0]), v)
+        assert out.requires_grad
+        g, = m.autograd.grad(out.sum(), v)
+        results.append((out.detach().numpy(), g.numpy()))
+    for w, g in zip(*results):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_scatter_reduce_writing_nothing_has_no_derivative():
+    for m in (torch, tg):
+        out = m.scatter(m.ones(3, requires_grad=True), 0, _i(m, []), m.ones(0), reduce="add")
+        with pytest.raises(RuntimeError, match="derivative for aten::scatter is not"):
+            out.sum().backward()
+
+
+def test_integer_index_add_truncates_alpha():
+    for alpha in (2.5, -0.5, 1.9):
+        got, want = (m.index_add(_i(m, [[1, 2], [3, 4]]), 0, _i(m, [1]), _i(m, [[5, -7]]),
+                                 alpha=alpha) for m in (tg, torch))
+        assert str(got.dtype).rpartition(".")[2] == "int64"
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
