@@ -227,3 +227,20 @@ def test_inplace_activations_write_into_their_input(name):
     assert got[0] is want[0] is True
     for w, g in zip(want[1:], got[1:]):
         np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("name", list(IN_PLACE) + ["relu_"])
+def test_inplace_activations_through_a_view(name):
+    """In place through a view of a non-leaf: the base's gradient, as PyTorch's (relu,
+    which saves its result, raised 'modified by an inplace operation': the view's new
+    value counted as changed again when the base's views were made again)."""
+    op = IN_PLACE.get(name, lambda m, v: v.relu_())
+
+    def run(m):
+        x = m.tensor(np.linspace(-2, 2, 12).reshape(3, 4), requires_grad=True)
+        y = x * 1
+        op(m, y[1:])
+        (y * y).sum().backward()
+        return y.detach().numpy().copy(), x.grad.numpy()
+    for w, g in zip(run(torch), run(tg)):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
