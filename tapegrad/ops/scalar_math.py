@@ -194,15 +194,24 @@ def remainder(x, y):
 
 
 def floor_divide(x, y):
-    """PyTorch's floor division of floats: x / y where y is 0; else x less fmod(x, y), over
-    y, less 1 where remainder() moved the remainder (a NaN one too), then rounded to the
-    nearest integer (a tie down); a zero quotient has the sign of x / y."""
+    """PyTorch's floor division of floats: x / y where y is 0; else (x - fmod(x, y)) / y,
+    less 1 where the remainder's sign is not y's (``remainder`` moves it), rounded to the
+    nearest integer (it is one up to rounding; a tie down); a zero quotient has the sign
+    of x / y.  (Each long value is used once: code generation inlines every use.)"""
     if y == 0.0:
         return x / y
     m = math.fmod(x, y)
-    q = (x - m) / y - (0.0 if remainder(x, y) == m else 1.0)
+    q = (x - m) / y - (1.0 if (m < 0.0 and y > 0.0) or (m > 0.0 and y < 0.0) else 0.0)
     if q == 0.0:
         return 0.0 * (x / y)
-    t = trunc(q)
-    f = t - 1.0 if q < t else t
-    return f + 1.0 if q - f > 0.5 else f
+    return nearest_tie_down(q)
+
+
+def nearest_tie_down(q):
+    """The integer nearest q, a tie rounded down: ceil(q - 0.5), from fmod (q - 0.5 is
+    exact below 2 ** 52; from there on every float is an integer)."""
+    if abs(q) >= 4503599627370496.0:
+        return q
+    v = q - 0.5
+    f = math.fmod(v, 1.0)
+    return v - f + (1.0 if f > 0.0 else 0.0)
