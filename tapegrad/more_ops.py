@@ -7,6 +7,7 @@ arrays: the gradient is the index entry's scatter-add), ``cross``, ``tril`` / ``
 ``nan_to_num``, ``lerp``, and results without a graph: ``isnan`` / ``isinf`` /
 ``isfinite``, ``logical_*``, ``argsort``, ``randperm``."""
 import collections
+import math
 import warnings
 
 import numpy as np
@@ -819,9 +820,10 @@ def tensordot(a, b, dims=2):
     da, db = [_wrap_dim(d, a.ndim) for d in da], [_wrap_dim(d, b.ndim) for d in db]
     free_a = [d for d in range(a.ndim) if d not in da]
     free_b = [d for d in range(b.ndim) if d not in db]
-    k = int(np.prod([a.shape[d] for d in da]))
-    x = reshape(permute(a, free_a + da), (-1, k))
-    y = reshape(permute(b, db + free_b), (k, -1))
+    k, m, n = (math.prod(s[d] for d in ds) for s, ds in ((a.shape, da), (a.shape, free_a),
+                                                           (b.shape, free_b)))
+    x = reshape(permute(a, free_a + da), (m, k))      # (sizes spelled out: with one of
+    y = reshape(permute(b, db + free_b), (k, n))      # them 0, -1 would be ambiguous)
     return reshape(x @ y, tuple(a.shape[d] for d in free_a) + tuple(b.shape[d] for d in free_b))
 
 

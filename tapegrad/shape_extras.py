@@ -14,7 +14,8 @@ from .inplace import _adopt, _check, check_broadcast
 from .ops.table import CODE
 from .record import broadcast_shape, contiguous
 from .reductions import composite
-from .shape_ops import COPY, _basic, _reshaped, _wrap_dim, cat, expand, reshape, unsqueeze
+from .shape_ops import (COPY, _basic, _dims, _reshaped, _wrap_dim, cat, expand, reshape,
+                        unsqueeze)
 from .tensor import Tensor, _leaf, _norm
 from .tracing import freeze
 
@@ -213,9 +214,10 @@ row_stack = vstack
 
 
 # -- tile, broadcast_tensors, atleast_*d, column_stack, dstack, tensor_split -------------------
-def tile(input, dims):
-    """``repeat`` with ones put before ``dims`` where it has fewer than input's dims."""
-    dims = tuple(dims)
+def tile(input, *dims):
+    """``repeat`` with ones put before ``dims`` where it has fewer than input's dims
+    (``dims`` a sequence, or as a method separate numbers too)."""
+    dims = _dims(dims)
     return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 

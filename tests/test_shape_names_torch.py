@@ -31,6 +31,7 @@ PROGRAMS = {
     "moveaxis": ([(2, 3, 4)], lambda m, a: m.moveaxis(a, 0, -1)),
     "tile": ([(2, 3)], lambda m, a: m.tile(a, (2,))),
     "tile more dims": ([(3,)], lambda m, a: a.tile((2, 2))),
+    "tile numbers": ([(2, 3)], lambda m, a: a.tile(2, 2)),
     "broadcast_tensors": ([(2, 3), (3,), (2, 1)], lambda m, a, b, c: m.broadcast_tensors(
         a * 1, b, c)),
     "diagonal": ([(3, 4)], lambda m, a: m.diagonal(a)),
@@ -45,6 +46,8 @@ PROGRAMS = {
     "inner": ([(2, 3), (4, 3)], lambda m, a, b: m.inner(a, b)),
     "inner vectors": ([(3,), (3,)], lambda m, a, b: a.inner(b)),
     "inner 0-d": ([(), (2, 3)], lambda m, a, b: m.inner(a, b)),
+    "inner empty": ([(3, 0), (3, 0)], lambda m, a, b: m.inner(a, b)),
+    "tensordot empty": ([(0, 4), (4, 5)], lambda m, a, b: m.tensordot(a, b, 1)),
     "kron": ([(2, 3), (3,)], lambda m, a, b: m.kron(a, b)),
     "kron 3-d": ([(2, 1, 2), (3, 2)], lambda m, a, b: a.kron(b)),
     "atleast_1d": ([()], lambda m, a: m.atleast_1d(a)),
