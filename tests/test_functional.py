@@ -146,3 +146,40 @@ def test_jacobian_through_a_custom_function_takes_the_general_path(torch_float64
     J = F.jacobian(lambda x: Cube.apply(x).sin(), tg.tensor(xa))
     Jt = TF.jacobian(lambda x: (x ** 3).sin(), torch.tensor(xa))
     _close(_np(J), _np(Jt))
+
+
+def _jvp_through_a_function(m, with_jvp):
+    """functional.jvp of a program with a custom Function (two inputs, two outputs)."""
+    class Scaled(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return 2 * x * w * g, (x * x * g).sum()
+    if with_jvp:
+        Scaled.jvp = staticmethod(lambda ctx, tx, tw: 2 * ctx.saved_tensors[0] * tx)
+
+    def f(x, w):
+        y = Scaled.apply(x, w)
+        return y.sin(), y.sum() * w
+    x = m.tensor([1.0, 2.0, -0.5], dtype=m.float64)
+    w = m.tensor(0.7, dtype=m.float64)
+    out, jv = m.autograd.functional.jvp(f, (x, w), (m.tensor([1.0, 0.5, -1.0]),
+                                                    m.tensor(0.25)))
+    return [o.numpy() for o in out + jv], [o.requires_grad for o in out + jv]
+
+
+@pytest.mark.parametrize("with_jvp", [False, True])
+def test_jvp_through_a_custom_function(with_jvp):
+    """PyTorch's functional.jvp goes through the Functions' backward twice (the double-
+    backward trick), whether or not they define ``jvp``; tapegrad's compiled tangent
+    sweep cannot run a Function, so such a program takes the same route."""
+    (got, got_rg), (want, want_rg) = (_jvp_through_a_function(tg, with_jvp),
+                                      _jvp_through_a_function(torch, with_jvp))
+    assert got_rg == want_rg
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-13)

@@ -135,6 +135,9 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         with Tape() as t:
             is_out, outs = _as_tuple(func(*xs), "outputs of the user-provided function", "jvp")
         _check_outputs(outs, strict)
+        if t.autograd.functions:    # a custom Function: through its backward, twice (as
+            _, jv = _jvp_by_double_backward(func, xs, v, strict, outs)   # PyTorch's jvp)
+            return _unpack(_post(outs, False), is_out), _unpack(_post(jv, False), is_out)
         seeds = {e: np.asarray(vk._arr, np.float64) for e, vk in zip(_entries(t, xs), v)
                  if e is not None}
         ents = _entries(t, outs)
@@ -150,10 +153,14 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     return _unpack(_post(outs, False), is_out), _unpack(tuple(res), is_out)
 
 
-def _jvp_by_double_backward(func, xs, v, strict):
-    """J v as d/du <J^T u, v> with u a dummy: differentiable to higher order."""
-    is_out, outs = _as_tuple(func(*xs), "outputs of the user-provided function", "jvp")
-    _check_outputs(outs, strict)
+def _jvp_by_double_backward(func, xs, v, strict, outs=None):
+    """J v as d/du <J^T u, v> with u a dummy: differentiable to higher order.  ``outs``:
+    func's outputs already computed (a tuple; the results are tuples then)."""
+    if outs is None:
+        is_out, outs = _as_tuple(func(*xs), "outputs of the user-provided function", "jvp")
+        _check_outputs(outs, strict)
+    else:
+        is_out = True
     us = [from_array(np.zeros(tuple(o.shape), o.dtype.np), rg=True) for o in outs]
     diff = [(o, u) for o, u in zip(outs, us) if o.requires_grad]
     if not diff:
