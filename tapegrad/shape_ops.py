@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from . import views
-from .dtypes import uint8
+from .dtypes import dtype, uint8
 from .grad_mode import STATE
 from .ops.table import CODE
 from .record import contiguous, contiguous_strides, expand_strides, gather
@@ -124,6 +124,10 @@ def reshape(input, *shape):
 
 
 def view(input, *shape):
+    if len(shape) == 1 and isinstance(shape[0], dtype):
+        raise NotImplementedError(
+            f"view({shape[0]}): reading a tensor's bits as another dtype is not supported by "
+            "tapegrad; .to(dtype) converts the values")
     return _reshaped(input, _dims(shape), how=VIEW)
 
 

@@ -207,3 +207,11 @@ def test_a_factory_the_system_cannot_allocate_raises_pytorchs_error(call):
     for m in (tg, torch):
         kind, text = _error(m, "m." + call)
         assert kind is RuntimeError and "DefaultCPUAllocator: can't allocate memory" in text
+
+
+def test_a_dtype_view_is_refused_by_name():
+    """``x.view(dtype)`` (PyTorch reads the bits as another dtype) is not supported: a
+    clear error naming it, where an internal TypeError leaked from ``int(dtype)``."""
+    with pytest.raises(NotImplementedError, match=r"view\(tapegrad.int32\).*not supported"):
+        tg.ones(2).view(tg.int32)
+    assert tg.ones(2).view(2, 1).shape == (2, 1)
