@@ -90,3 +90,30 @@ def set_default_dtype(d):
     if not isinstance(d, dtype) or not d.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
     _default[0] = d
+
+
+_C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int8_t",
+            "uint8": "uint8_t"}
+
+
+def scalar_in(value, np_dtype):
+    """A Python number as a value of an array of ``np_dtype`` (a fill), as PyTorch checks
+    and converts it: into an integer dtype, a float out of its range (nan, inf) and an int
+    out of it (an unsigned one takes -max .. max, a negative one wrapping round: -1 is 255
+    in uint8) are PyTorch's error, where C's cast would give garbage."""
+    if isinstance(value, int) and not isinstance(value, bool) and \
+            not -2 ** 63 <= value < 2 ** 64:
+        raise OverflowError("int too big to convert")         # (whatever the dtype)
+    if np_dtype.kind not in "iu" or isinstance(value, (bool, np.bool_)):
+        return value
+    info = np.iinfo(np_dtype)
+    if isinstance(value, (int, np.integer)):
+        fits = -info.max <= value <= info.max if info.min == 0 else \
+            info.min <= value <= info.max
+    else:
+        fits = info.min <= value <= info.max                # (nan compares false)
+    if not fits:
+        raise RuntimeError(f"value cannot be converted to type {_C_NAMES[np_dtype.name]} "
+                           "without overflow")
+    return np.array(value).astype(np_dtype)[()] if isinstance(value, (int, np.integer)) \
+        else value

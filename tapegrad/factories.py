@@ -151,6 +151,7 @@ def _filled(size, value, dtype, requires_grad, device=None, name=None):
     _device(device)
     d = np.dtype(dtypes.to_np(dtype) or dtypes.get_default_dtype().np)
     size = _size(size, name, d.itemsize)
+    value = dtypes.scalar_in(value, d)
     return _make(_allocated(lambda: np.full(size, value, d), size, d.itemsize), requires_grad)
 
 

@@ -446,4 +446,5 @@ def _leaf_like(arr):
 
 
 def _full_like(x, value):
-    return _leaf_like(np.full(x._arr.shape, value, x._arr.dtype))
+    return _leaf_like(np.full(x._arr.shape, dtypes.scalar_in(value, x._arr.dtype),
+                              x._arr.dtype))

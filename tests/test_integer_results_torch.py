@@ -63,3 +63,22 @@ def test_comparisons_with_a_python_number_take_it_in_the_tensors_dtype(a, number
                 number > x, m.eq(x, number)]
     for got, want in zip(results(tg), results(torch)):
         _same(got, want)
+
+
+def _filled(m, call):
+    try:
+        return call(m).tolist()
+    except (RuntimeError, OverflowError) as e:
+        return type(e), str(e)
+
+
+@pytest.mark.parametrize("a", INTS)
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"), 300.0, -1.0, 2.5,
+                                   -2.5, 1e20, 255.9, -128.9, 127.9, 300, -1, -300, 2 ** 70])
+def test_fills_of_integer_tensors_check_the_number_as_pytorch(a, value):
+    """``fill_`` and ``full`` take a Python number into an integer dtype as PyTorch does: a
+    float outside its range (nan, inf) and an int outside it raise PyTorch's error (C's cast
+    gave INT64_MIN for nan before); a negative int wraps round into an unsigned one."""
+    for call in (lambda m: m.zeros(3, dtype=getattr(m, a)).fill_(value),
+                 lambda m: m.full((2,), value, dtype=getattr(m, a))):
+        assert _filled(tg, call) == _filled(torch, call)
