@@ -334,8 +334,7 @@ def place(self, pos, value, node=None, advanced=False, traced=False):
     """``self``'s elements at flat positions ``pos`` (shaped like the selection) take
     ``value`` (broadcast to pos's shape), in place: the body of ``x[key] = value``, and
     of an in-place op through a view (``views``: ``node`` "CopySlices")."""
-    out = placed(self, pos, value, node, advanced, traced)
-    return _adopt(self, lambda: out)
+    return _adopt(self, lambda: placed(self, pos, value, node, advanced, traced))
 
 
 def placed(self, pos, value, node=None, advanced=False, traced=False):
