@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tapegrad
+from torch_twins import raised_by_both
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.usefixtures("torch_float64")
@@ -172,12 +173,7 @@ ERRORS = {
 
 @pytest.mark.parametrize("name", ERRORS)
 def test_errors_are_pytorchs(name, torch_float64):
-    errors = []
-    for m in (torch, tapegrad):
-        with pytest.raises(Exception) as info:
-            ERRORS[name](m)
-        errors.append(info.value)
-    want, got = errors
+    want, got = raised_by_both(ERRORS[name])
     assert type(got) is type(want)
     assert str(got) == str(want)
 

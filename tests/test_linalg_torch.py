@@ -9,6 +9,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.autograd import gradcheck, gradgradcheck
+from torch_twins import raised_by_both
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.usefixtures("torch_float64")
@@ -212,12 +213,7 @@ ERRORS = _errors()
 
 @pytest.mark.parametrize("name", ERRORS)
 def test_errors_are_pytorchs(name):
-    caught = []
-    for m in (torch, tg):
-        with pytest.raises(Exception) as info:
-            ERRORS[name](m)
-        caught.append(info.value)
-    want, got = caught
+    want, got = raised_by_both(ERRORS[name])
     assert isinstance(got, type(want).__mro__[1] if "singular" in name else type(want))
     if "singular" in name:           # PyTorch's LinAlgError, tapegrad's
         assert type(want) is torch.linalg.LinAlgError and type(got) is tg.linalg.LinAlgError

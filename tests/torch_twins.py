@@ -44,3 +44,18 @@ def assert_same_training(a, b, rtol=1e-6):
     assert a[1].keys() == b[1].keys()
     for k in a[1]:
         np.testing.assert_allclose(a[1][k], b[1][k], rtol=rtol, atol=1e-12, err_msg=k)
+
+
+def raised_by_both(program):
+    """(PyTorch's exception, tapegrad's): ``program(m)`` run with each library, each of
+    which must raise."""
+    import pytest
+    import torch
+
+    import tapegrad
+    caught = []
+    for m in (torch, tapegrad):
+        with pytest.raises(Exception) as info:
+            program(m)
+        caught.append(info.value)
+    return caught
