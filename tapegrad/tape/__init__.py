@@ -1,6 +1,7 @@
 """The tape: a flat Wengert list of entries, struct-of-arrays (``columns.py``: the
 columns and the entry layout; ``arena.py``: value arenas and their pools;
-``entry_state.py``: what autograd keeps per entry; ``tape.py``: recording).
+``staging.py``: staging entries and flushing them into the columns; ``entry_state.py``:
+what autograd keeps per entry; ``tape.py``: a tape's life and the thread's current tape).
 
 Entry ``i`` produces buffer ``i``.  Columns (NumPy arrays grown by doubling):
 
