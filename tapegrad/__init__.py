@@ -13,8 +13,8 @@ from .tape import Tape, current_tape
 from .tensor import Size, Tensor
 from .ops.table import EW_OPS as _EW_OPS
 from .elementwise import (FUNCTIONS as _EW, clamp, clamp_max, clamp_min, where)
-from .shape_ops import (broadcast_to, cat, chunk, expand, flatten, permute, reshape, split,
-                        squeeze, stack, t, transpose, unbind, unsqueeze, view)
+from .shape_ops import (broadcast_to, cat, chunk, clone, expand, flatten, permute, reshape,
+                        split, squeeze, stack, t, transpose, unbind, unsqueeze, view)
 from .reductions import (all, amax, amin, any, argmax, argmin, max, mean, min, norm, prod, std,
                          sum, var)
 from .linalg import bmm, dot, matmul, mm, mv, outer

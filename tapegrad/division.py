@@ -6,10 +6,10 @@ requires grad, and a backward that reaches it raises PyTorch's error."""
 import numpy as np
 
 from .autograd.function import Function
+from .composite import composite
 from .elementwise import FUNCTIONS, _integer, refuse_integer_division, result_dtype, where
 from .grad_mode import STATE, no_grad
 from .inplace import _adopt, _check, check_broadcast
-from .reductions import composite
 from .tensor import Tensor, _leaf, _norm, requires_grad
 from .tracing import freeze
 

@@ -20,6 +20,7 @@ import numpy as np
 from . import dtypes
 from .grad_mode import STATE
 from .autograd.engine import KIND_RULES
+from .composite import composite
 from .kernels import broadcast, fused
 from .kernels.forward import ew_array, ew_map
 from .kernels.generated import ew_fwd
@@ -615,7 +616,6 @@ def _clamp_tensors(input, lo, hi):
     min(max(input, lo), hi) (NaN in, NaN out; ``max`` wins over ``min``) and the gradient
     goes by PyTorch's masks: to the input where lo <= x <= hi, to ``min`` where x < lo <
     hi, to ``max`` where x > hi or hi < lo, else nowhere."""
-    from .reductions import composite
     shape = np.shape(input._arr)
     for b in (lo, hi):
         if b is not None:
@@ -646,7 +646,6 @@ def logit(input, eps=None):
     is 0 outside [eps, 1 - eps] (the ends in): clamp's."""
     if eps is None:
         return _logit(input)
-    from .reductions import composite
     if not input.dtype.is_floating_point:
         input = input.to(dtypes.get_default_dtype())
     lo = input.dtype.np.type(eps)

@@ -6,11 +6,12 @@ import warnings
 import numpy as np
 
 from . import dtypes
+from .composite import composite
 from .elementwise import result_dtype
 from .linalg import mm
 from .ops.table import CODE
 from .record import broadcast_shape
-from .reductions import _dims, composite, mean, std, var
+from .reductions import _dims, mean, std, var
 from .shape_extras import C_NAMES
 from .shape_ops import _reshaped
 from .tensor import Tensor, _leaf

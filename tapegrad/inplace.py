@@ -14,10 +14,12 @@ import weakref
 import numpy as np
 
 from . import dtypes, views
+from .factories import _rng
 from .grad_mode import STATE
 from .record import broadcast_shape
+from .shape_ops import _is_advanced, byte_masks, getitem, legacy_key, scatter_sum
 from .tape import HIDDEN, current_tape, live_tape
-from .tensor import Tensor, _leaf, _norm, _result
+from .tensor import Tensor, _leaf, _norm, _result, from_array
 from .tracing import freeze, shares_storage, traced_entry
 
 _F64 = np.dtype(np.float64)
@@ -98,7 +100,7 @@ def _adopt_now(x, compute):
     else:
         x._d = out._d
     x._version = version
-    views.after_inplace(x)
+    after_inplace(x)
     return x
 
 
@@ -272,18 +274,16 @@ def set_value_(self, value):
     new_value(self)
     self._d = _norm(value)
     self._version += 1
-    views.after_inplace(self)
+    after_inplace(self)
     return self
 
 
 def uniform_(self, a=0.0, b=1.0):
     """Fill with samples of U(a, b) from tapegrad's generator (``manual_seed``)."""
-    from .factories import _rng
     return set_value_(self, _rng[0].uniform(a, b, self._arr.shape))
 
 
 def normal_(self, mean=0.0, std=1.0):
-    from .factories import _rng
     return set_value_(self, _rng[0].normal(mean, std, self._arr.shape))
 
 
@@ -295,7 +295,6 @@ def setitem(self, key, value):
     there last is kept, and each write gets the position's gradient, as PyTorch's.  The
     Node is PyTorch's: IndexPutBackward0 for an advanced key, else CopySlices."""
     from .elementwise import where
-    from .shape_ops import _is_advanced, byte_masks, getitem, legacy_key
     key = legacy_key(key)
     byte_key, key = key, byte_masks(key)
     advanced = _is_advanced(key)
@@ -403,7 +402,6 @@ def _every_write(kept, flat, flat_pos, src):
     positions, of ``w.detach() - w`` over those writes ``w``, which is +0.0 (``x - +0.0``
     is x, -0.0 included) but has gradient 1.  A write that is not finite (nan there) is
     left out, and gets no gradient."""
-    from .autograd.adjoint_rules import scatter_add
     from .elementwise import where
     lost = np.flatnonzero(src[flat_pos] != np.arange(flat_pos.size))
     if not lost.size:
@@ -411,7 +409,7 @@ def _every_write(kept, flat, flat_pos, src):
     w = flat[_leaf_like(lost)]
     zero = w.detach() - w
     zero = where(zero == zero, zero, 0.0)
-    return kept - scatter_add(zero, flat_pos[lost], kept.numel(), tuple(kept.shape))
+    return kept - scatter_sum(zero, flat_pos[lost], kept.numel(), tuple(kept.shape))
 
 
 def _named(out, node):
@@ -440,10 +438,80 @@ def _shape_mismatch(v, want, advanced):
 
 
 def _leaf_like(arr):
-    from .tensor import from_array
     return from_array(arr)
 
 
 def _full_like(x, value):
     return _leaf_like(np.full(x._arr.shape, dtypes.scalar_in(value, x._arr.dtype),
                               x._arr.dtype))
+
+
+# -- views after an in-place change: through a view its base changes too; a changed
+# base's live views are made again ------------------------------------------------------------
+def after_inplace(x, data=False):
+    """``x`` changed in place: its base takes the change (which goes on up through the
+    base's own in-place path), or, at the outermost base, its views are made again.
+    ``data``: the change came through ``.data``, which bumps no version from there on."""
+    link = views._link(x)
+    if link is not None:
+        _write_into(x, *link, data)
+    elif x.__dict__:
+        refresh(x, data)
+
+
+def _write_into(view, base, fn, arg, detached, data=False):
+    pos = views.positions(base, fn, arg)
+    traced = traced_entry(view) is not None or traced_entry(base) is not None
+    data = data or detached is views.DATA
+    if not detached and not data and (traced or STATE.grad and (view._t is not None or base._t is not None)
+                         and (view._rg or base._rg)):
+        # (base's in-place path goes on up; while tracing, recorded so a replay redoes it)
+        place(base, pos, view, "torch::autograd::CopySlices", traced=traced)
+        return
+    vals = np.asarray(view._arr, base._arr.dtype).reshape(-1)
+    d = base._d
+    _note_modified(base, data)
+    new_value(base)
+    if d.__class__ is float:
+        base._d = float(vals[0])
+    elif base._t is None and d.flags.writeable:
+        d.flat[pos.reshape(-1)] = vals        # in the base's own array (a NumPy user's)
+    else:
+        d = np.array(d)
+        d.flat[pos.reshape(-1)] = vals
+        base._d = d
+    if not data:
+        base._version += 1
+    after_inplace(base, data)
+
+
+def refresh(base, data=False):
+    """Make ``base``'s live views again from it (values; histories where it has one),
+    and theirs in turn; the entries that held their old values are noted as modified
+    (``data``: through ``.data``, with no version bumped)."""
+    refs = base.__dict__.get("_views") if base.__dict__ else None
+    if not refs:
+        return
+    live = []
+    for ref in refs:
+        v = ref()
+        if v is None:
+            continue
+        live.append(ref)
+        _, fn, arg, detached = v.__dict__["_view"]
+        quiet = data or detached is views.DATA
+        _note_modified(v, quiet)
+        if detached:
+            v._d = base._d if base._d.__class__ is float else np.asarray(base._arr)
+            v._tid = 0
+        else:
+            new = fn(base, arg)
+            if new._t is not None or v._t is None or STATE.grad:
+                v._t, v._tid, v._i, v._rg = new._t, new._tid, new._i, new._rg
+            else:                     # (no_grad: v keeps its history, takes the value)
+                new_value(v)
+            v._d = new._d
+        if detached is not views.DATA:
+            v._version = base._version
+        refresh(v, quiet)
+    refs[:] = live

@@ -13,11 +13,12 @@ import math
 import numpy as np
 
 from .autograd.function import Function
+from .composite import composite
 from .dtypes import TORCH_NAMES
 from .elementwise import where
 from .linalg import bmm, mm, mv
 from .more_ops import zero_gradient_to
-from .reductions import composite,  _norm_dtype, amax, amin, norm, sum as _sum
+from .reductions import _norm_dtype, amax, amin, norm, sum as _sum
 from .shape_ops import _wrap_dim, expand, unsqueeze
 from .tensor import from_array
 from .tracing import freeze

@@ -13,8 +13,8 @@ import warnings
 import numpy as np
 
 from . import dtypes, views
-from .autograd.adjoint_rules import scatter_add as _scatter_sum
 from .autograd.function import Function
+from .composite import composite
 from .division import NoDerivative
 from .elementwise import result_dtype, where
 from .factories import _allocated, _rng, _size, zeros
@@ -22,9 +22,9 @@ from .grad_mode import STATE
 from .inplace import _adopt, _check, check_broadcast, placed, reading, write_shape
 from .ops.table import CODE
 from .record import broadcast_shape, contiguous_strides, gather as gather_entry
-from .reductions import composite, sum as _sum
+from .reductions import sum as _sum
 from .shape_extras import masked_fill
-from .shape_ops import _out, _wrap_dim, cat, expand, getitem, permute, reshape
+from .shape_ops import _out, _wrap_dim, cat, expand, getitem, permute, reshape, scatter_sum
 from .tensor import Tensor, _leaf, _norm
 from .tracing import freeze, traced_entry
 
@@ -151,7 +151,7 @@ def _accumulated(x, pos, writes, node, *inputs):
     written[pos.reshape(-1)] = True
 
     def body():
-        total = _scatter_sum(writes.reshape(-1), pos.reshape(-1), x.numel(), tuple(x.shape))
+        total = scatter_sum(writes.reshape(-1), pos.reshape(-1), x.numel(), tuple(x.shape))
         return where(_const(written.reshape(tuple(x.shape))), x + total, x)
     return composite(node, body, *inputs)
 

@@ -21,8 +21,8 @@ Integer and bool tensors scan in int64 with NumPy (no gradient), as PyTorch does
 import numpy as np
 
 from . import dtypes
+from .composite import composite
 from .grad_mode import STATE
-from .reductions import composite
 from .shape_extras import narrow
 from .shape_ops import _wrap_dim, cat
 from .tensor import _leaf, _norm

@@ -9,11 +9,11 @@ import functools
 import numpy as np
 
 from . import dtypes, views
+from .composite import composite
 from .elementwise import where
 from .inplace import _adopt, _check, check_broadcast
 from .ops.table import CODE
 from .record import broadcast_shape, contiguous
-from .reductions import composite
 from .shape_ops import (COPY, _basic, _dims, _reshaped, _wrap_dim, cat, expand, reshape,
                         unsqueeze)
 from .tensor import Tensor, _leaf, _norm

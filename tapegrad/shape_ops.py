@@ -634,5 +634,57 @@ def _stack_scalars(tensors):
 
 
 def clone(input):
+    d = input._d
+    if d.__class__ is float and recording(input) is None:
+        return _leaf(d)
     value = np.array(input._arr)     # its own storage (a view's or a from_numpy array's no more)
     return _out(input, value, lambda t, ia: rec_reshape(t, ia, value, CODE["clone"]))
+
+
+def iterate(input):
+    """``iter(x)``: its pieces along dim 0 (``unbind``)."""
+    if input.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(unbind(input, 0))
+
+
+def scatter_sum(g, src, n_in, in_shape):
+    """The transpose of a gather: result element j sums the elements k of ``g`` with
+    ``src[k] == j``, recorded as index entries and sums.  Each target's elements are
+    gathered into a row (padded with a zero) and the rows summed: one matrix of the
+    largest count's width where that is small, else one matrix per power-of-two width
+    (at most twice the elements, however unevenly they fall), put in order by a last
+    gather."""
+    src = np.asarray(src, np.int64).reshape(-1)
+    n_out = src.size
+    counts = np.bincount(src, minlength=n_in)
+    flat = g.reshape(-1)
+    if n_out == n_in and counts.max(initial=0) == 1:   # a permutation
+        inv = np.empty(n_in, np.int64)
+        inv[src] = np.arange(n_out)
+        return flat[inv].reshape(in_shape)
+    m = int(counts.max(initial=1))
+    order = np.argsort(src, kind="stable")
+    target = src[order]
+    rank = np.arange(n_out) - (np.cumsum(counts) - counts)[target]
+    ext = cat([flat, _leaf(np.zeros(1, g.dtype.np))])       # n_out: the zero pad
+
+    def rows_summed(rows, width, rank):
+        """The sums of the targets ``rows``, whose elements (in order) sit at ``rank``."""
+        row = np.full(n_in, len(rows), np.int64)
+        row[rows] = np.arange(len(rows))
+        P = np.full((len(rows) + 1, width), n_out, np.int64)
+        P[row[target], rank] = order
+        picked = ext[P[:-1].reshape(-1)].reshape(len(rows), width)
+        return picked.sum(1) if width > 1 else picked.reshape(-1)
+    if n_in * m <= 2 * (n_in + n_out):
+        return rows_summed(np.arange(n_in), m, rank).reshape(in_shape)
+    width = np.where(counts > 1, 1 << np.ceil(np.log2(np.maximum(counts, 1))).astype(np.int64),
+                     counts)
+    pieces, place, done = [], np.full(n_in, n_out, np.int64), 0
+    for w in np.unique(width[width > 0]):
+        rows = np.flatnonzero(width == w)
+        pieces.append(rows_summed(rows, int(w), np.where(width[target] == w, rank, 0)))
+        place[rows] = n_out + 1 + done + np.arange(len(rows))
+        done += len(rows)
+    return cat([ext] + pieces)[place].reshape(in_shape)

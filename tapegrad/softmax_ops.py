@@ -13,9 +13,10 @@ import warnings
 
 import numpy as np
 
+from .composite import composite
 from .ops.table import CODE
 from .dtypes import TORCH_NAMES, get_default_dtype
-from .reductions import _dims, composite
+from .reductions import _dims
 from .shape_ops import _out, _wrap_dim
 
 

@@ -205,17 +205,9 @@ class Tensor:
     def retains_grad(self):
         return self._retains
 
-    @property
-    def data(self):
-        """An alias sharing storage but not the version counter (PyTorch's): writes
-        through it bump no version, as optimizers' updates of ``p.data`` do."""
-        if STATE.trace is not None and tracing.traced_entry(self) is not None:
-            return self.detach()
-        from .views import DATA, mark
-        return mark(_leaf(self._d, False, self._inference), self, _same, None, DATA)
-
-    @data.setter
-    def data(self, value):
+    # (``data``'s getter, ``detach``, ``clone``, ``is_contiguous`` and iteration make
+    # views or copies: ``views`` / ``shape_ops`` define them, ``tensor_methods`` installs)
+    def _set_data(self, value):
         if STATE.trace is not None:
             tracing.freeze(value)       # (its value becomes this tensor's: a constant)
         self._d = _norm(np.array(value._arr if isinstance(value, Tensor) else value))
@@ -247,31 +239,12 @@ class Tensor:
         return self._matrix_transposed("mH", "Consider using x.conj().")
 
     # -- conversions -----------------------------------------------------------------
-    def detach(self):
-        if STATE.trace is not None and tracing.traced_entry(self) is not None:
-            t, d = STATE.trace.tape, self._d      # a copy that a replay recomputes
-            o = _result(d, t, t.append(CODE["detach"], self._i, -1, d), False)
-            tracing.alias(o, self)                # (eagerly, it shares self's storage)
-            return o
-        from .views import mark       # shares this tensor's value: in-place ops on it write
-        return mark(_leaf(self._d, False, self._inference), self, _same, None, True)
-
     def detach_(self):
         if self._t is not None:
             self._t = None
             self._tid, self._i = 0, -1
         self._rg = False
         return self
-
-    def clone(self):
-        d = self._d
-        if d.__class__ is float:
-            if (self._rg and STATE.grad) or (STATE.trace is not None and
-                                             tracing.traced_entry(self) is not None):
-                return self + 0.0
-            return _leaf(d)
-        from .shape_ops import clone
-        return clone(self)
 
     def _item(self):
         d = self._d
@@ -297,10 +270,6 @@ class Tensor:
         """The tensor itself, or a copy if it is a view whose elements are not in order
         in its base's storage (a transpose, an expand, a strided slice), as PyTorch's."""
         return self if self.is_contiguous() else self.clone()
-
-    def is_contiguous(self, memory_format=None):
-        from .views import in_order
-        return in_order(self)
 
     def __reduce_ex__(self, protocol):
         """Pickled as its value, requires_grad and Parameter mark (any protocol); a
@@ -342,12 +311,6 @@ class Tensor:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        from .shape_ops import unbind
-        return iter(unbind(self, 0))
 
     __hash__ = object.__hash__
 
@@ -447,10 +410,6 @@ def _result(d, t, i, rg=True):
     o._i = i
     o._rg = rg
     return o
-
-
-def _same(x, arg):
-    return x
 
 
 def _unpickle(arr, rg, is_param):

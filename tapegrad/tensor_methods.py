@@ -5,7 +5,7 @@ conversions); the ops are defined where their kind lives (``elementwise`` from t
 table, ``shape_ops``, ``reductions``, ``linalg``, ``softmax_ops``, ``factories``,
 ``inplace``) and become methods and operators here, at import of ``tapegrad``.
 """
-from . import division, dtypes
+from . import division, dtypes, views
 from .elementwise import FUNCTIONS, OPERATORS, REFLECTED, clamp, clamp_max, clamp_min, where
 from .devices import CPU, check as check_device
 from .extra_ops import allclose, equal, isclose
@@ -16,13 +16,17 @@ from .scan_ops import cumprod, cumsum
 from .shape_extras import masked_fill, masked_fill_, narrow, repeat, select
 from .reductions import (all, amax, amin, any, argmax, argmin, max, mean, min, norm, prod, std,
                          sum, var)
-from .shape_ops import (broadcast_to, chunk, expand, expand_as, flatten, getitem, permute,
-                        reshape, split, squeeze, t, transpose, unbind, unsqueeze, view)
+from .shape_ops import (broadcast_to, chunk, clone, expand, expand_as, flatten, getitem, iterate,
+                        permute, reshape, split, squeeze, t, transpose, unbind, unsqueeze, view)
 from .softmax_ops import log_softmax, logsumexp, softmax
 from .ops.table import COMPARE_OPS, EW_OPS
 from .tensor import Tensor
 
 T = Tensor
+# -- storage: aliases, copies, iteration (views, shape_ops) ------------------------------------
+T.data = property(views.data_alias, T._set_data)
+T.detach, T.is_contiguous, T.clone, T.__iter__ = (views.detach, views.is_contiguous, clone,
+                                                   iterate)
 # -- elementwise and comparisons, from the op table: name, aliases, operators, in-place form --
 for _op in EW_OPS + COMPARE_OPS:
     _f = clamp if _op.name == "clamp" else FUNCTIONS[_op.name]

@@ -4,14 +4,15 @@ A tapegrad tensor owns its value (tape entries hold copies), so sharing is kept 
 relation instead of as memory: a view (basic indexing, ``view``/``reshape``,
 ``transpose``/``permute``, ``squeeze``/``unsqueeze``, ``expand``, ``split``/``unbind``/
 ``chunk``, ``narrow``/``select``) and an alias (``detach()``, ``.data``) remember their
-base and how to make themselves from it (``fn(base)``).  An in-place op then behaves as
-PyTorch's over shared storage:
+base and how to make themselves from it (``fn(base)``): ``mark`` keeps the relation,
+this module reads it.  An in-place op then behaves as PyTorch's over shared storage
+(``inplace.after_inplace``, above this module):
 
-* through a view, the base changes too (``write_through``): with a history, as
-  PyTorch's CopySlices (the base's new history places the view's new value,
-  ``inplace.place``); without one (no grad, or through ``detach()``), its value only;
+* through a view, the base changes too: with a history, as PyTorch's CopySlices (the
+  base's new history places the view's new value, ``inplace.place``); without one (no
+  grad, or through ``detach()``), its value only;
 * after a tensor changes in place, its live views and aliases are made again from it
-  (``refresh``): their values, and their histories where the base has one.
+  (``inplace.refresh``): their values, and their histories where the base has one.
 
 A view and its base share one version counter, as in PyTorch (``_version`` is kept
 equal along the relation): the entries that hold the old values of any of them, live
@@ -31,7 +32,10 @@ import weakref
 
 import numpy as np
 
+from . import tracing
 from .grad_mode import STATE
+from .ops.table import CODE
+from .tensor import _leaf, _result, from_array
 
 
 # the ``fn`` of views made several at once (unbind, split): PyTorch refuses an in-place
@@ -67,6 +71,33 @@ def mark(view, base, fn, arg=None, detached=False):
     return view
 
 
+def _same(x, arg):
+    return x
+
+
+def detach(self):
+    """A new tensor without history sharing ``self``'s storage: in-place ops on either
+    show in the other, as PyTorch's.  While tracing, a copy a replay recomputes."""
+    if STATE.trace is not None and tracing.traced_entry(self) is not None:
+        t, d = STATE.trace.tape, self._d
+        o = _result(d, t, t.append(CODE["detach"], self._i, -1, d), False)
+        tracing.alias(o, self)                # (eagerly, it shares self's storage)
+        return o
+    return mark(_leaf(self._d, False, self._inference), self, _same, None, True)
+
+
+def data_alias(self):
+    """``x.data``: an alias sharing storage but not the version counter (PyTorch's):
+    writes through it bump no version, as optimizers' updates of ``p.data`` do."""
+    if STATE.trace is not None and tracing.traced_entry(self) is not None:
+        return detach(self)
+    return mark(_leaf(self._d, False, self._inference), self, _same, None, DATA)
+
+
+def is_contiguous(self, memory_format=None):
+    return in_order(self)
+
+
 def _link(x):
     return x.__dict__.get("_view") if x.__dict__ else None
 
@@ -74,7 +105,6 @@ def _link(x):
 def positions(base, fn, arg):
     """Flat positions in ``base`` of the elements of ``fn(base, arg)``, shaped like it.
     (The tensor of positions it views is dropped: a dead view, forgotten later.)"""
-    from .tensor import from_array
     return np.asarray(fn(from_array(np.arange(base.numel()).reshape(base._arr.shape)), arg)._arr)
 
 
@@ -150,75 +180,3 @@ def check(x):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in "
                                "an in-place operation.")
         link = _link(base)
-
-
-def after_inplace(x, data=False):
-    """``x`` changed in place: its base takes the change (which goes on up through the
-    base's own in-place path), or, at the outermost base, its views are made again.
-    ``data``: the change came through ``.data``, which bumps no version from there on."""
-    link = _link(x)
-    if link is not None:
-        _write_into(x, *link, data)
-    elif x.__dict__:
-        refresh(x, data)
-
-
-def _write_into(view, base, fn, arg, detached, data=False):
-    from .inplace import _note_modified, new_value, place
-    from .tracing import traced_entry
-    pos = positions(base, fn, arg)
-    traced = traced_entry(view) is not None or traced_entry(base) is not None
-    data = data or detached is DATA
-    if not detached and not data and (traced or STATE.grad and (view._t is not None or base._t is not None)
-                         and (view._rg or base._rg)):
-        # (base's in-place path goes on up; while tracing, recorded so a replay redoes it)
-        place(base, pos, view, "torch::autograd::CopySlices", traced=traced)
-        return
-    vals = np.asarray(view._arr, base._arr.dtype).reshape(-1)
-    d = base._d
-    _note_modified(base, data)
-    new_value(base)
-    if d.__class__ is float:
-        base._d = float(vals[0])
-    elif base._t is None and d.flags.writeable:
-        d.flat[pos.reshape(-1)] = vals        # in the base's own array (a NumPy user's)
-    else:
-        d = np.array(d)
-        d.flat[pos.reshape(-1)] = vals
-        base._d = d
-    if not data:
-        base._version += 1
-    after_inplace(base, data)
-
-
-def refresh(base, data=False):
-    """Make ``base``'s live views again from it (values; histories where it has one),
-    and theirs in turn; the entries that held their old values are noted as modified
-    (``data``: through ``.data``, with no version bumped)."""
-    from .inplace import _note_modified, new_value
-    refs = base.__dict__.get("_views") if base.__dict__ else None
-    if not refs:
-        return
-    live = []
-    for ref in refs:
-        v = ref()
-        if v is None:
-            continue
-        live.append(ref)
-        _, fn, arg, detached = v.__dict__["_view"]
-        quiet = data or detached is DATA
-        _note_modified(v, quiet)
-        if detached:
-            v._d = base._d if base._d.__class__ is float else np.asarray(base._arr)
-            v._tid = 0
-        else:
-            new = fn(base, arg)
-            if new._t is not None or v._t is None or STATE.grad:
-                v._t, v._tid, v._i, v._rg = new._t, new._tid, new._i, new._rg
-            else:                     # (no_grad: v keeps its history, takes the value)
-                new_value(v)
-            v._d = new._d
-        if detached is not DATA:
-            v._version = base._version
-        refresh(v, quiet)
-    refs[:] = live

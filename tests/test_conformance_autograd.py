@@ -206,6 +206,18 @@ def retain_grad_then_inplace(m):
     return [b.grad, t.grad]
 
 
+@program
+def clone_of_a_scalar_and_torch_clone(m):
+    """A 0-d tensor's clone is a CloneBackward0 Node (it was an AddBackward0), and
+    ``torch.clone`` is the function form."""
+    t = m.tensor(1.5, requires_grad=True)
+    a, b = t.clone(), m.clone(t)
+    (a * b).backward()
+    with m.no_grad():
+        c = t.clone()
+    return [a.grad_fn.name(), b.grad_fn.name(), t.grad, c.requires_grad, c.grad_fn is None]
+
+
 # -- 6. grad modes on generators ----------------------------------------------------------------
 @program
 def grad_modes_on_generators(m):

@@ -167,50 +167,6 @@ def _filled(v, g):
     return v if _is_tensor(v) else from_array(np.full(tuple(g.shape), v))
 
 
-def scatter_add(g, src, n_in, in_shape):
-    """The transpose of a gather: result element j sums the elements k of ``g`` with
-    ``src[k] == j``, recorded as index entries and sums.  Each target's elements are
-    gathered into a row (padded with a zero) and the rows summed: one matrix of the
-    largest count's width where that is small, else one matrix per power-of-two width
-    (at most twice the elements, however unevenly they fall), put in order by a last
-    gather."""
-    from ..factories import zeros
-    from ..shape_ops import cat
-    src = np.asarray(src, np.int64).reshape(-1)
-    n_out = src.size
-    counts = np.bincount(src, minlength=n_in)
-    flat = g.reshape(-1)
-    if n_out == n_in and counts.max(initial=0) == 1:   # a permutation
-        inv = np.empty(n_in, np.int64)
-        inv[src] = np.arange(n_out)
-        return flat[inv].reshape(in_shape)
-    m = int(counts.max(initial=1))
-    order = np.argsort(src, kind="stable")
-    target = src[order]
-    rank = np.arange(n_out) - (np.cumsum(counts) - counts)[target]
-    ext = cat([flat, zeros(1, dtype=g.dtype)])       # n_out: the zero pad
-
-    def rows_summed(rows, width, rank):
-        """The sums of the targets ``rows``, whose elements (in order) sit at ``rank``."""
-        row = np.full(n_in, len(rows), np.int64)
-        row[rows] = np.arange(len(rows))
-        P = np.full((len(rows) + 1, width), n_out, np.int64)
-        P[row[target], rank] = order
-        picked = ext[P[:-1].reshape(-1)].reshape(len(rows), width)
-        return picked.sum(1) if width > 1 else picked.reshape(-1)
-    if n_in * m <= 2 * (n_in + n_out):
-        return rows_summed(np.arange(n_in), m, rank).reshape(in_shape)
-    width = np.where(counts > 1, 1 << np.ceil(np.log2(np.maximum(counts, 1))).astype(np.int64),
-                     counts)
-    pieces, place, done = [], np.full(n_in, n_out, np.int64), 0
-    for w in np.unique(width[width > 0]):
-        rows = np.flatnonzero(width == w)
-        pieces.append(rows_summed(rows, int(w), np.where(width[target] == w, rank, 0)))
-        place[rows] = n_out + 1 + done + np.arange(len(rows))
-        done += len(rows)
-    return cat([ext] + pieces)[place].reshape(in_shape)
-
-
 class Scattered:
     """A contribution ``g`` to be scattered (added) at the flat positions ``src`` of
     its buffer.  The walk collects these per buffer and scatters them all at once when
@@ -225,14 +181,14 @@ class Scattered:
 
 def gathered(pieces, n_in, in_shape):
     """The sum of ``Scattered`` pieces into a buffer of ``in_shape``."""
-    from ..shape_ops import cat, stack
+    from ..shape_ops import cat, scatter_sum, stack
     if len(pieces) == 1:
-        return scatter_add(pieces[0].g, pieces[0].src, n_in, in_shape)
+        return scatter_sum(pieces[0].g, pieces[0].src, n_in, in_shape)
     if all(p.g.ndim == 0 for p in pieces):
         g = stack([p.g for p in pieces])
     else:
         g = cat([p.g.reshape(-1) for p in pieces])
-    return scatter_add(g, np.concatenate([p.src for p in pieces]), n_in, in_shape)
+    return scatter_sum(g, np.concatenate([p.src for p in pieces]), n_in, in_shape)
 
 
 def where(i, g, h):

@@ -11,7 +11,7 @@ import warnings
 
 import numpy as np
 
-from .. import views
+from .. import inplace
 from ..grad_mode import STATE, set_grad_enabled
 from ..tensor import Size, Tensor, _leaf, _new, _norm
 from . import anomaly, engine, nan_trace
@@ -102,7 +102,7 @@ def _accumulate(x, g):
         else:
             old._d = _norm(np.asarray(old._arr + g, d.dtype))
         if "_views" in old.__dict__:  # (views of .grad see it, as PyTorch's storage)
-            views.refresh(old)
+            inplace.refresh(old)
     return g
 
 

@@ -153,7 +153,7 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
 
 
 class _Inner:
-    """The composite (``reductions.composite``) whose inner entries the walk is in: what
+    """The composite (``composite.composite``) whose inner entries the walk is in: what
     they pass to its inputs is the gradient of its one PyTorch Node, which reads some of
     them (``reads``), so where it would not require grad it is ``read_with`` the first."""
 

@@ -3,8 +3,8 @@ table ops for softplus with other beta / threshold, gelu, leaky_relu, silu, mish
 hardtanh, prelu and softsign."""
 import math
 
+from ...composite import composite
 from ...elementwise import FUNCTIONS, where
-from ...reductions import composite
 
 _relu = FUNCTIONS["relu"]
 sigmoid = FUNCTIONS["sigmoid"]

@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
+from ...composite import composite
 from ...factories import zeros
 from ...linalg import bmm, mm
-from ...reductions import composite
 from ...shape_ops import cat
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")

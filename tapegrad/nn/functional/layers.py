@@ -1,8 +1,8 @@
 """linear and dropout."""
 
+from ...composite import composite
 from ...factories import _rng
 from ...linalg import matmul, mm_transposed
-from ...reductions import composite
 from ...tensor import from_array
 
 

@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 
+from ...composite import composite
 from ...dtypes import TORCH_NAMES
 from ...elementwise import FUNCTIONS, where
-from ...reductions import composite, sum
+from ...reductions import sum
 from ...tensor import from_array
 from ...tracing import freeze
 from .activation import _softplus, relu

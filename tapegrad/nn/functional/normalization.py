@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
+from ...composite import composite
 from ...grad_mode import no_grad
 from ...inplace import set_value_
-from ...reductions import composite
 from .conv import _fmt
 
 

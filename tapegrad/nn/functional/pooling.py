@@ -7,8 +7,9 @@ import math
 
 import numpy as np
 
+from ...composite import composite
 from ...factories import full
-from ...reductions import composite, max
+from ...reductions import max
 from ...shape_ops import cat
 from ...tensor import from_array
 from .conv import _fmt, _tuple, windows

@@ -1,9 +1,9 @@
 """embedding: one gather of the weight's rows (``EmbeddingBackward0``)."""
 import numpy as np
 
+from ...composite import composite
 from ...grad_mode import no_grad
 from ...inplace import set_value_
-from ...reductions import composite
 from ...shape_ops import cat
 
 
