@@ -43,7 +43,7 @@ from .linalg_ops import (LinAlgError as _LinAlgError, addmm, addmv,  # noqa: E40
                          baddbmm, det, inverse, linalg_norm as _linalg_norm, logdet,
                          slogdet_top as slogdet)
 from .more_ops import (addcdiv, addcmul, copysign, diff, fmax, fmin,  # noqa: E402
-                       heaviside, logaddexp, logaddexp2, sgn)
+                       heaviside, sgn)
 from .reductions import count_nonzero, nanmean, nansum  # noqa: E402
 from .more_ops import diag_embed, diagonal, inner, kron, tensordot  # noqa: E402
 from .more_ops import (index_add, index_copy, index_fill, index_put,  # noqa: E402
@@ -64,6 +64,7 @@ globals().update(_EW)
 globals().update({alias: _EW[op.name] for op in _EW_OPS for alias in op.aliases
                   if op.name in _EW})          # subtract, multiply, arctan, absolute, ...
 from .division import div, floor_divide, remainder  # noqa: E402  (rounding modes; no derivative)
+from .more_ops import logaddexp, logaddexp2  # noqa: E402  (the table's ops, of tensors only)
 divide = div
 atan_ = arctan_ = Tensor.atan_
 clip = clamp

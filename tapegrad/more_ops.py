@@ -16,7 +16,7 @@ from . import dtypes, views
 from .autograd.function import Function
 from .composite import composite
 from .division import NoDerivative
-from .elementwise import result_dtype, where
+from .elementwise import FUNCTIONS, result_dtype, where
 from .factories import _allocated, _rng, _size, zeros
 from .grad_mode import STATE
 from .inplace import _adopt, _check, check_broadcast, placed, reading, write_shape
@@ -1201,32 +1201,24 @@ def _tensor_args(name, input, other, second="other", number=False):
         broadcast_shape(tuple(input.shape), tuple(other.shape))
 
 
-def _logaddexp(node, input, other, scale):
-    """``log(exp(x) + exp(y))`` (base e, or 2 where ``scale`` is ln 2) as ``max +
-    log1p(exp(-|x - y|))``, in the operands' promoted float dtype; equal infinities are
-    themselves."""
-    name = "logaddexp" if scale == 1 else "logaddexp2"
+def _logaddexp(name, input, other):
+    """The op table's ``logaddexp`` / ``logaddexp2`` of two tensors (PyTorch takes no
+    Python number), in their promoted float dtype (PyTorch has no integer kernel)."""
     _tensor_args(name, input, other)
     rd = result_dtype(input, other)
     if not rd.is_floating_point:
         raise NotImplementedError(f'"{name}_cpu" not implemented for '
                                   f"'{dtypes.TORCH_NAMES[rd.name][0]}'")
     input, other = (v if v.dtype is rd else v.to(rd) for v in (input, other))
-    same_inf = _const(np.isinf(_values(input)) & (_values(input) == _values(other)))
-
-    def body():
-        x, y = (input, other) if scale == 1 else (input * scale, other * scale)
-        out = x.maximum(y) + (-(x - y).abs()).exp().log1p()
-        return where(same_inf, input, out if scale == 1 else out / scale)
-    return composite(node, body, input, other)
+    return FUNCTIONS[name](input, other)
 
 
 def logaddexp(input, other):
-    return _logaddexp("LogaddexpBackward0", input, other, 1)
+    return _logaddexp("logaddexp", input, other)
 
 
 def logaddexp2(input, other):
-    return _logaddexp("Logaddexp2Backward0", input, other, float(np.log(2.0)))
+    return _logaddexp("logaddexp2", input, other)
 
 
 def sgn(input):
@@ -1238,18 +1230,21 @@ def sgn(input):
 
 
 def copysign(input, other):
-    """``|input|`` with the sign bit of ``other`` (a float result); the gradient is
-    input's sign times the result's, 0 at 0, and 0 to ``other`` (PyTorch's is nan at an
-    infinite or nan input: result / input there)."""
+    """``|input|`` with the sign bit of ``other`` (a float result).  The gradient is
+    PyTorch's, result / input, 0 at 0: input's sign times the result's, nan at an
+    infinite or nan input (there ``|input|`` is ``hypot(input, 0)``, whose gradient
+    input / |input| is nan; its input elsewhere 1, so its unselected side gets no nan
+    from 0 / 0); 0 to ``other``."""
     _tensor_args("copysign", input, other, number=True)
     rd = result_dtype(input, other)
     rd = rd if rd.is_floating_point else dtypes.get_default_dtype()
     if input.dtype is not rd:
         input = input.to(rd)
     negative = _const(np.signbit(_values(other)))
+    nonfinite = _const(~np.isfinite(_values(input)))
 
     def body():
-        a = input.abs()
+        a = where(nonfinite, FUNCTIONS["hypot"](where(nonfinite, input, 1.0), 0.0), input.abs())
         return zero_gradient_to(where(negative, -a, a), other)
     node = "CopysignBackward0" if isinstance(other, Tensor) else "CopysignBackward1"
     return composite(node, body, input, *([other] if isinstance(other, Tensor) else []))

@@ -132,7 +132,6 @@ def test_float32_second_derivatives(name):
 
 _A = [-INF, INF, INF, 1.0, NAN, 0.0, -INF, 2.0, -0.0, 0.0, NAN, 3.0]
 _B = [-INF, INF, 1.0, -INF, 2.0, 0.0, 3.0, NAN, 0.0, -0.0, NAN, 3.0]
-_FINITE = [3, 5, 7, 8, 9, 11]        # (copysign's gradient at inf / nan: see its docstring)
 
 
 @pytest.mark.parametrize("name", ["logaddexp", "logaddexp2", "fmax", "fmin", "copysign",
@@ -142,7 +141,7 @@ def test_special_values(name):
         "logaddexp": lambda m, a, b: m.logaddexp(a, b),
         "logaddexp2": lambda m, a, b: m.logaddexp2(a, b),
         "fmax": lambda m, a, b: m.fmax(a, b), "fmin": lambda m, a, b: m.fmin(a, b),
-        "copysign": lambda m, a, b: m.copysign(a[_FINITE], b[_FINITE]),
+        "copysign": lambda m, a, b: m.copysign(a, b),
         "nansum": lambda m, a, b: m.nansum(a * b.reshape(12, 1), 0),
         "nanmean": lambda m, a, b: m.nanmean(a.reshape(3, 4) + b.reshape(3, 4), 1),
         "sgn": lambda m, a, b: m.sgn(a) + b,

@@ -148,6 +148,21 @@ def logit_grad(x, g):
     return g / abs(x * (1.0 - x))
 
 
+def logaddexp(x, y):
+    """log(exp(x) + exp(y)) as the larger plus log1p(exp(-|x - y|)); equal infinities
+    are themselves (their difference is nan)."""
+    if x == y and x - x != 0.0:
+        return x
+    return maximum(x, y) + math.log1p(math.exp(-abs(x - y)))
+
+
+def logaddexp2(x, y):
+    """log2(2 ** x + 2 ** y), as ``logaddexp`` (log1p divided by ln 2)."""
+    if x == y and x - x != 0.0:
+        return x
+    return maximum(x, y) + math.log1p(2.0 ** -abs(x - y)) * 1.4426950408889634
+
+
 def xlogy(x, y):
     """x log(y), 0 where x is 0 unless y is nan."""
     if y != y:

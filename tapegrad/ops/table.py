@@ -194,6 +194,14 @@ OPS = (
     Op(37, "floor_divide", E, 2, "DivBackward2", "sm.floor_divide(x, y)", "g * 0.0", "g * 0.0",
        np_fwd=np.floor_divide, int_closed=True, domain_y=_POS, dunders=("__floordiv__",),
        rdunder="__rfloordiv__"),
+    # ---- log of a sum of exponentials: PyTorch's backward formulas, so that a
+    # create_graph gradient is theirs too (at a tie, and nan at the infinite ends) ----
+    Op(38, "logaddexp", E, 2, "LogaddexpBackward0", "sm.logaddexp(x, y)",
+       "g / (1.0 + math.exp(y - x))", "g / (1.0 + math.exp(x - y))", ("self", "other"),
+       inplace=False),
+    Op(39, "logaddexp2", E, 2, "Logaddexp2Backward0", "sm.logaddexp2(x, y)",
+       "g / (1.0 + 2.0 ** (y - x))", "g / (1.0 + 2.0 ** (x - y))", ("self", "other"),
+       inplace=False),
     # ---- entries with no inputs ---------------------------------------------------
     Op(256, "leaf", "source", 0, "AccumulateGrad"),
     Op(257, "const", "source", 0, ""),
