@@ -63,6 +63,9 @@ del linalg_cross, _linalg_norm, _LinAlgError, _lo, _name
 globals().update(_EW)
 globals().update({alias: _EW[op.name] for op in _EW_OPS for alias in op.aliases
                   if op.name in _EW})          # subtract, multiply, arctan, absolute, ...
+from .elementwise import TENSOR_INPUT as _TI, tensor_input as _tensor_input  # noqa: E402
+globals().update({alias: _tensor_input(op.name, alias) for op in _EW_OPS if op.name in _TI
+                  for alias in (op.name,) + op.aliases})
 from .division import div, floor_divide, remainder  # noqa: E402  (rounding modes; no derivative)
 from .more_ops import logaddexp, logaddexp2  # noqa: E402  (the table's ops, of tensors only)
 divide = div

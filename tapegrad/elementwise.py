@@ -541,6 +541,31 @@ add, sub, mul, div, neg, abs, reciprocal = (
     FUNCTIONS[n] for n in ("add", "sub", "mul", "div", "neg", "abs", "reciprocal"))
 
 
+# PyTorch's functions of these take a tensor ``input`` only (the ops themselves take a
+# Python number there: the table's tensor rules call them so)
+TENSOR_INPUT = ("maximum", "minimum", "hypot", "atan2", "fmod")
+
+
+def tensor_input(name, shown):
+    """The top-level function ``shown`` (a name or alias) of op ``name``: PyTorch's
+    TypeError for a non-tensor ``input`` (fmod names its overloads), else the op."""
+    op = FUNCTIONS[name]
+
+    def checked(input, other):
+        if input.__class__ is not Tensor:
+            if name == "fmod":
+                raise TypeError(
+                    f"fmod() received an invalid combination of arguments - got "
+                    f"({type(input).__name__}, {type(other).__name__}), but expected one of:\n"
+                    f" * (Tensor input, Tensor other, *, Tensor out = None)\n"
+                    f" * (Tensor input, Number other, *, Tensor out = None)\n")
+            raise TypeError(f"{shown}(): argument 'input' (position 1) must be Tensor, not "
+                            f"{type(input).__name__}")
+        return op(input, other)
+    checked.__name__ = shown
+    return checked
+
+
 def _alpha_form(plain):
     """``add`` / ``sub`` as PyTorch's functions and methods take them: ``input op alpha *
     other`` (other scaled first, as the in-place forms do).  The operators (``x + y``)

@@ -14,8 +14,9 @@ from .tracing import freeze, traced_entry
 _rng = [np.random.default_rng()]
 
 
-def _infer(data):
-    """NumPy array for ``data`` with PyTorch's dtype inference."""
+def _infer(data, dtype=None):
+    """NumPy array for ``data`` with PyTorch's dtype inference (``dtype``: the one asked
+    for, which lets Python ints past int64 be floats)."""
     if isinstance(data, Tensor):
         return data._arr.copy()
     if isinstance(data, np.ndarray):
@@ -29,11 +30,20 @@ def _infer(data):
     except ValueError:
         _ragged(data)                # PyTorch's message for the first ragged sequence
         raise
-    if arr.dtype.kind == "f":
+    kind = arr.dtype.kind
+    if (kind in "uO" or kind == "f" and data.__class__ is not float and
+            (np.abs(arr) >= 2.0 ** 63).any()) and _past_int64(data):
+        # NumPy wraps 2 ** 63 into int64's -2 ** 63 (and gives up on 2 ** 70); as PyTorch,
+        # such an int is a float's value only
+        if not (dtype.is_floating_point if dtype is not None else any(
+                isinstance(v, (float, np.floating)) for v in _values_of(data))):
+            raise ValueError("Overflow when unpacking long long")
+        return np.array(data, np.float64).astype((dtype or dtypes.get_default_dtype()).np)
+    if kind == "f":
         arr = arr.astype(dtypes.get_default_dtype().np)
-    elif arr.dtype.kind in "iu":
+    elif kind in "iu":
         arr = arr.astype(np.int64)
-    elif arr.dtype.kind not in "b":
+    elif kind not in "b":
         raise TypeError(f"Could not infer dtype of {type(data).__name__}")
     return arr
 
@@ -61,6 +71,15 @@ def _ragged(data):
         for v in seq:
             walk(v, dim + 1)
     walk(data, 0)
+
+
+def _values_of(data):
+    return _flat(data) if isinstance(data, (list, tuple)) else (data,)
+
+
+def _past_int64(data):
+    """Does ``data`` hold a Python int outside int64's range?"""
+    return any(isinstance(v, int) and not -2 ** 63 <= v < 2 ** 63 for v in _values_of(data))
 
 
 def _flat(data):
@@ -94,7 +113,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
             out = data.detach().clone()   # (its own storage, as PyTorch's copy)
             return out.to(dtype) if dtype is not None else out
         freeze(data)                 # a new leaf: its value a constant, guarded
-    arr = _infer(data)
+    arr = _infer(data, dtype)
     if dtype is not None:
         arr = arr.astype(dtypes.to_np(dtype))
     if requires_grad and arr.dtype.kind != "f":

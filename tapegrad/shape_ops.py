@@ -305,7 +305,7 @@ def getitem(x, key):
     arr = contiguous(x._arr)
     try:
         value = arr[nkey]
-    except IndexError as e:
+    except (IndexError, OverflowError) as e:      # (OverflowError: an int past C's long)
         raise _index_error(x, key, e) from None
     if not advanced and recording(x) is None:   # nothing to record: the values alone
         return views.mark(_out(x, value, None), x, getitem, key)
@@ -319,8 +319,11 @@ def getitem(x, key):
 
 
 def _index_error(x, key, error):
-    """PyTorch's IndexError for a key NumPy refused (``error``)."""
+    """PyTorch's IndexError for a key NumPy refused (``error``); its ValueError for a
+    Python int past int64 (PyTorch reads each as a C long long)."""
     comps = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, int) and not -2 ** 63 <= k < 2 ** 63 for k in comps):
+        return ValueError("Overflow when unpacking long long")
     arrays = []
     for k in comps:
         if k is None or k is Ellipsis or isinstance(k, (bool, np.bool_, int, np.integer, slice)):
@@ -382,7 +385,8 @@ def _select_row(x, d, key):
     n = d.shape[0]
     k = key + n if key < 0 else key
     if not 0 <= k < n:
-        raise IndexError(f"index {key} is out of bounds for dimension 0 with size {n}")
+        raise _index_error(x, key, IndexError(f"index {key} is out of bounds for axis 0 with "
+                                              f"size {n}"))
     value = contiguous(d)[k:k + 1].reshape(d.shape[1:])
     strides = contiguous_strides(d.shape[1:])
     return views.mark(_out(x, value, lambda t, ia: gather(t, ia, value, strides, k * value.size,

@@ -237,6 +237,10 @@ INDEXING = [
     "m.ones(2, 3)[m.tensor([0, 1]), m.tensor([0, 1, 2])]",
     "m.ones(3)[5]",
     "m.tensor(1.0)[0]",
+    # ints past int64: PyTorch's ValueError (an IndexError, or NumPy's OverflowError, before)
+    "m.ones(3)[2 ** 70]", "m.ones(3)[-2 ** 63 - 1]", "m.ones(3)[2 ** 63]",
+    "m.ones(2, 3)[0, 2 ** 63]", "m.ones(2, 3)[..., -2 ** 64]", "m.ones(3)[2 ** 62]",
+    "m.ones(3).__setitem__(2 ** 70, 1.0)", "m.ones(2, 3).__setitem__((0, 2 ** 63), 1.0)",
 ]
 
 
@@ -253,6 +257,13 @@ FACTORIES = [
     "m.linspace(0, 1, -1)",
     "m.tensor([[1.0, 2.0], [3.0]])", "m.tensor([[[1.0, 2.0]], [[3.0]]])",
     "m.tensor([[1.0, 2.0], 3.0])", "m.tensor([1.0, [2.0]])", "m.tensor(None)",
+    # Python ints past int64: PyTorch's ValueError where the tensor is of integers (2 ** 63
+    # was -2 ** 63, silently, even with dtype=float64), floats where it is of floats
+    "m.tensor(2 ** 63)", "m.tensor(2 ** 70)", "m.tensor(-2 ** 63 - 1)", "m.tensor(-2 ** 63)",
+    "m.tensor([1, 2 ** 63])", "m.tensor([[1, 2], [-1, 2 ** 64]])", "m.tensor([True, 2 ** 64])",
+    "m.tensor(2 ** 63, dtype=m.float64)", "m.tensor([1, 2 ** 70], dtype=m.float32)",
+    "m.tensor([1.5, 2 ** 70])", "m.tensor([2 ** 70, 1.5], dtype=m.int64)",
+    "m.tensor(2 ** 64, dtype=m.int64)",
 ]
 
 
@@ -268,6 +279,14 @@ def test_norm_of_order_0_counts_the_nonzeros(torch_float64, x):
     # (no gradient: PyTorch's is undefined, so None alone, tapegrad's zero)
     same(f"[v.grad for v in [m.tensor({x}, requires_grad=True)] "
          "if m.autograd.backward(v.norm(0) * 3.0 + v.sum()) is None]")
+
+
+@pytest.mark.parametrize("name", ["fmod", "maximum", "minimum", "hypot", "atan2", "arctan2"])
+def test_a_python_number_input_is_refused_where_pytorchs_is(torch_float64, name):
+    """PyTorch's functions of these take a tensor input (tapegrad's computed)."""
+    same(f"m.{name}(2.5, m.ones(2))")
+    same(f"m.{name}(2, m.ones(2))")
+    same(f"m.{name}(m.ones(2), m.ones(2))")
 
 
 def test_max_and_min_of_two_tensors(torch_float64):
