@@ -39,20 +39,22 @@ def composite(node_name, fn, *inputs, transposed=None, reads=()):
 def _hide(t, start, stop):
     """Flag entries ``start .. stop - 1`` (sources excepted) HIDDEN where they are: in
     the columns, or still staged as array rows.  Staged scalar rows carry no flags, so
-    only when some are in the range does the stage have to be flushed first."""
-    rows = t.astage
-    first = builtins.max(start, t.n)
-    k = len(rows)
-    while k and rows[k - 1][0] >= first:
-        k -= 1
-    staged = range(k, k + builtins.sum(1 for r in rows[k:] if r[0] < stop))
-    if len(staged) != builtins.max(stop - first, 0):
-        t.flush()
-        staged = range(0)
-    for j in range(start, builtins.min(stop, t.n)):
-        if int(t.OP[j]) not in _SOURCE:
-            t.FLAGS[j] |= HIDDEN
-    for q in staged:
-        r = rows[q]
-        if r[1] not in _SOURCE:
-            rows[q] = r[:6] + (r[6] | HIDDEN,) + r[7:]
+    only when some are in the range does the stage have to be flushed first.  (Under
+    the tape's lock: a flush from another thread takes the staged rows.)"""
+    with t.lock:
+        rows = t.astage
+        first = builtins.max(start, t.n)
+        k = len(rows)
+        while k and rows[k - 1][0] >= first:
+            k -= 1
+        staged = range(k, k + builtins.sum(1 for r in rows[k:] if r[0] < stop))
+        if len(staged) != builtins.max(stop - first, 0):
+            t.flush()
+            staged = range(0)
+        for j in range(start, builtins.min(stop, t.n)):
+            if int(t.OP[j]) not in _SOURCE:
+                t.FLAGS[j] |= HIDDEN
+        for q in staged:
+            r = rows[q]
+            if r[1] not in _SOURCE:
+                rows[q] = r[:6] + (r[6] | HIDDEN,) + r[7:]

@@ -161,8 +161,8 @@ class Wanted(dict):
         for uid, e in self:
             if uid == t.uid and e < n:
                 seed[e] = 1
-        for e, src in t.sources.items():
-            if id(src) in self.leaves or src._t is not None:
+        for e, src in tuple(t.sources.items()):
+            if e < n and (id(src) in self.leaves or src._t is not None):
                 seed[e] = 1
         listed = np.full(n, -1, np.int64)
         ins = []
@@ -283,7 +283,7 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
     queue the adjoints of tensors of other tapes, fill ``found``.  Returns ``(t, live)``
     (the swept entries, for consumption)."""
     t.flush()
-    n = t.next
+    n = t.n                  # (the entries written: another thread may be recording on t)
     live = np.zeros(n, np.uint8)
     G, pooled = _adjoint_arena(t.nv)
     top = 0
@@ -330,14 +330,16 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
     def adjoint(e, shape):
         return G[OFF[e]:OFF[e] + t.size(e)].reshape(shape)
 
-    if t.sources:
-        ents = list(t.sources)
+    sources = [(e, s) for e, s in tuple(t.sources.items()) if e < n]   # (t's thread may
+    # add sources meanwhile)
+    if sources:
+        ents = [e for e, _ in sources]
         at = np.array(ents)
         offs = OFF[at]
         reached = live[at].tolist()
         first = G[offs].tolist() if len(ents) > 32 else None   # (vectorised: pays off)
         offs = offs.tolist()
-        for k, src in enumerate(t.sources.values()):
+        for k, (_, src) in enumerate(sources):
             if not reached[k]:
                 continue
             d = src._d
@@ -353,8 +355,8 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
                 pending.setdefault(src._t.uid, []).append((src._i, np.array(g)))
             # else: a constant that an in-place op gave a history since: it was a
             # constant here (no gradient), whatever it is now
-    for e, x in t.autograd.retained.items():
-        if live[e]:
+    for e, x in tuple(t.autograd.retained.items()):
+        if e < n and live[e]:
             CALLBACKS.accumulate(x, adjoint(e, x.shape))
     for (uid, e), k in want_at.items():
         if uid == t.uid and live[e]:
@@ -378,9 +380,9 @@ def modified_saved_error(t, live, n):
     A, B = t.A[:n], t.B[:n]
     A2, B2 = t.A[np.maximum(A, 0)], t.A[np.maximum(B, 0)]     # through a broadcast
     made_of = {}
-    for j, (e, _) in t.autograd.bases.items():
+    for j, (e, _) in tuple(t.autograd.bases.items()):
         made_of.setdefault(e, []).append(j)
-    for entry, (ref, now, then, boundary, data) in t.autograd.modified.items():
+    for entry, (ref, now, then, boundary, data) in tuple(t.autograd.modified.items()):
         stale, todo = {entry}, [entry]
         while todo:
             for j in made_of.get(todo.pop(), ()):
@@ -503,17 +505,19 @@ def consume_swept(t, live):
     """Mark the entries in ``live`` consumed; free the tape's values when none is left."""
     t.flush()
     n = len(live)
-    if n < t.next:          # entries recorded since the sweep (create_graph's) stay
-        live = np.concatenate([live, np.zeros(t.next - n, np.uint8)])
+    if n < t.n:             # entries recorded since the sweep (create_graph's) stay
+        live = np.concatenate([live, np.zeros(t.n - n, np.uint8)])
     if t.autograd.packed:
         CALLBACKS.drop_consumed(t, live)
-    left = REVERSE.pick(consume, _twin_work(t), (4,))(t.next, t.OP, t.A, t.B, t.FLAGS, live,
+    left = REVERSE.pick(consume, _twin_work(t), (4,))(t.n, t.OP, t.A, t.B, t.FLAGS, live,
                                                      NEED)
-    for e, group in t.autograd.functions.items():   # a Function that saved nothing
-        if e < t.next and not group.ctx.to_save and t.FLAGS[e] & tp.CONSUMED:
+    for e, group in tuple(t.autograd.functions.items()):   # a Function that saved nothing
+        if e < t.n and not group.ctx.to_save and t.FLAGS[e] & tp.CONSUMED:
             t.FLAGS[e] &= ~np.uint8(tp.CONSUMED)   # stays sweepable, as PyTorch's
-    if left == 0:
-        t.release()        # no entry left that reads a value: they go (zeros stand in)
+    if left == 0 and t.owner == threading.get_ident():
+        t.release()        # no entry left that reads a value: they go (zeros stand in).
+        # (Not from another thread than the one recording on t: an op of that thread may
+        # be under way on t, reading values; they go with the tape.)
     tp.replace_default(t)
 
 

@@ -33,26 +33,42 @@ class Staging(Layout):
         Interrupt-safe (a Ctrl-C may land on any line): the stage is cleared and the
         counters move only at the end, so a flush cut short is redone whole by the next
         one; an index that ``next`` handed out but whose op was cut short before staging
-        it (a gap) becomes a 0-d constant that nothing uses."""
-        st, ast = self.stage, self.astage
-        if not st and not ast:
+        it (a gap) becomes a 0-d constant that nothing uses.
+
+        Thread-safe against the thread recording on the tape (a backward of its graph
+        from another thread flushes it): flushes take the tape's lock, which a backward
+        holds from its sweep to consumption, and take the rows staged when they start
+        (ops go on staging meanwhile, without a lock).  An op of the recording thread
+        may have its index but not yet its row: a gap for now, its row written at a
+        later flush (a ``late`` row)."""
+        if not self.stage and not self.astage:
             return
+        with self.lock:
+            self._flush()
+
+    def _flush(self):
+        st, ast = self.stage, self.astage
         n, end, nv, ni = self.n, self.next, self.nv, self.ni
-        ks = len(st) // 6
-        if ast:
-            rows = list(zip(*ast))
+        sts, asts = st[:], ast[:]      # (after ``end``: rows staged since may lie past it)
+        k6, ka = len(sts), len(asts)
+        if not k6 and not ka:
+            return
+        ks = k6 // 6
+        top = max(end, sts[-6] + 1 if ks else 0, asts[-1][0] + 1 if ka else 0)
+        if asts:
+            rows = list(zip(*asts))
             sizes, mlens = rows[8], rows[9]
             nva, nia = sum(sizes), sum(mlens)
         else:
             nva = nia = 0
-        self._reserve(end, nv + ks + nva, ni + nia)
-        gaps = ks + len(ast) != end - n
+        self._reserve(top, nv + ks + nva, ni + nia)
+        gaps = ks + ka != top - n or (ks and sts[0] < n) or (ka and asts[0][0] < n)
         if gaps:
-            self._fill_gaps(n, end, st, ast)
+            self._fill_gaps(n, top, sts, asts)
         if ks and ks <= _FEW_ROWS:
-            self._write_scalars(st, nv)
+            self._write_scalars(sts, nv)
         elif ks:
-            blk = np.fromiter(st, np.float64, 6 * ks).reshape(ks, 6)
+            blk = np.fromiter(sts, np.float64, 6 * ks).reshape(ks, 6)
             idx = blk[:, 0].astype(np.int64)
             self.OP[idx] = blk[:, 1]
             self.A[idx] = blk[:, 2]
@@ -63,12 +79,12 @@ class Staging(Layout):
             self.FLAGS[idx] = 0
             self.OFF[idx] = np.arange(nv, nv + ks)
             self.V[nv:nv + ks] = blk[:, 5]
-        if ast and len(ast) <= _FEW_ROWS:
-            self._write_rows(ast, nv + ks, ni)
-        elif ast:
+        if asts and ka <= _FEW_ROWS:
+            self._write_rows(asts, nv + ks, ni)
+        elif asts:
             # bookkeeping in Python (array entries are few), bulk copies in NumPy
-            idx = (slice(n, end) if not ks and not gaps else
-                   np.fromiter(rows[0], np.int64, len(rows[0])))
+            idx = (slice(n, top) if not ks and not gaps else
+                   np.fromiter(rows[0], np.int64, ka))
             start = nv + ks
             offs = list(itertools.accumulate(sizes, initial=start))[:-1]
             metas_at = list(itertools.accumulate(mlens, initial=ni))[:-1]
@@ -90,12 +106,12 @@ class Staging(Layout):
             self.max_size = max(self.max_size, *sizes)
         for e, off in self.placed.items():
             self.OFF[e] = off
-        # committed: only now the stage goes and the counters move
-        st.clear()
-        ast.clear()
+        # committed: only now the rows taken go and the counters move
+        del st[:k6]
+        del ast[:ka]
         self.placed.clear()
-        self._long_meta = False
-        self.n, self.nv, self.ni = end, nv + ks + nva, ni + nia
+        self._long_meta = bool(ast) and self._long_meta
+        self.n, self.nv, self.ni = top, nv + ks + nva, ni + nia
 
     def _write_scalars(self, st, off):
         """``flush``'s staged scalar rows one by one, for a few of them (a dozen NumPy
@@ -142,10 +158,12 @@ class Staging(Layout):
 
     def _fill_gaps(self, n, end, st, ast):
         """Entries ``n .. end - 1`` that nothing staged (an op interrupted between taking
-        its index and staging its row) become unused 0-d constants."""
+        its index and staging its row, or one whose row is not staged yet) become unused
+        0-d constants (a late row, below ``n``, is written over its constant)."""
         covered = np.zeros(end - n, bool)
-        covered[np.asarray(st[0::6], np.int64) - n] = True
-        covered[np.fromiter((r[0] for r in ast), np.int64, len(ast)) - n] = True
+        for at in (np.asarray(st[0::6], np.int64), np.fromiter((r[0] for r in ast), np.int64,
+                                                               len(ast))):
+            covered[at[at >= n] - n] = True
         gap = np.flatnonzero(~covered) + n
         self.OP[gap] = CONST
         self.A[gap] = self.B[gap] = -1
@@ -206,18 +224,20 @@ class Staging(Layout):
         """Stage an entry (elementwise, or a product with its ``extras``) whose value
         ``fill(view)`` writes straight into the arena; returns (index, view).  Observers
         of recording (anomaly mode's source lines, saved_tensors_hooks) see the entry
-        once its value is there.  The caller took the tape from ``roomy_tape``."""
-        i = self.next
-        self.next = i + 1
-        off = self.nv
-        self._reserve(self.n, off + size, self.ni)
-        self.nv = off + size
-        self.max_size = max(self.max_size, size)
-        self.placed[i] = off
-        meta = (size, len(shape)) + shape + extras
-        self.astage.append((i, code, a, b, c, 0.0, 0, _EMPTY, 0, len(meta), meta))
-        view = self.V[off:off + size].reshape(shape)
-        fill(view)
+        once its value is there.  The caller took the tape from ``roomy_tape``.  (Under the
+        tape's lock: a flush from another thread would move the arena under ``fill``.)"""
+        with self.lock:
+            i = self.next
+            self.next = i + 1
+            off = self.nv
+            self._reserve(self.n, off + size, self.ni)
+            self.nv = off + size
+            self.max_size = max(self.max_size, size)
+            self.placed[i] = off
+            meta = (size, len(shape)) + shape + extras
+            self.astage.append((i, code, a, b, c, 0.0, 0, _EMPTY, 0, len(meta), meta))
+            view = self.V[off:off + size].reshape(shape)
+            fill(view)
         for fn in tuple(_observers.values()):
             fn(self, i)
         return i, view

@@ -61,6 +61,7 @@ class Tape(Staging):
         if self.uid:
             _live.pop(self.uid, None)     # (the old uid names no tape any more)
         self.uid = next(_uids)
+        self.owner = threading.get_ident()   # the thread that records on it (for release)
         _live[self.uid] = self
         self.next = 0            # index of the next entry (staged entries included)
         self.n = 0               # entries written to the columns
@@ -184,6 +185,7 @@ class Tape(Staging):
     def __enter__(self):
         self._prev.append(STATE.tape)
         STATE.tape = self
+        self.owner = threading.get_ident()
         return self
 
     def __exit__(self, *exc):
