@@ -1,12 +1,13 @@
 """softmax, log_softmax and logsumexp along dims, stable: the max along ``dim`` is
 subtracted first (``tapegrad.softmax`` and ``nn.functional``'s are these).
 
-Each is one fused entry of the op table (the ``softmax`` kind): the value is computed
-with NumPy, the entry's extras are (outer, n, inner) for the compiled rules in
-``kernels/softmax.py``, which a replay runs (so it shifts by its own inputs' max).
-logsumexp over dims that are not adjacent reduces a permuted view.  As in
-PyTorch, logsumexp shifts by 0 where the max is infinite (so a row of -inf gives -inf),
-softmax and log_softmax by the max itself (such a row gives nan).
+Each is one fused entry of the op table (the ``softmax`` kind) whose extras are (outer,
+n, inner).  The value is computed by the kernel a replay runs (``kernels/softmax.
+rows_forward``, in float64), so eager, replayed and compiled values are the same bits; a
+short float64 vector, in Python in the kernel's order (a compiled call costs more).
+logsumexp over dims that are not adjacent reduces a permuted view.  As in PyTorch,
+logsumexp shifts by 0 where the max is infinite (so a row of -inf gives -inf), softmax
+and log_softmax by the max itself (such a row gives nan).
 """
 import math
 import warnings
@@ -14,23 +15,24 @@ import warnings
 import numpy as np
 
 from .composite import composite
-from .ops.table import CODE
 from .dtypes import TORCH_NAMES, get_default_dtype
+from .kernels import softmax as softmax_kernels
+from .ops.table import CODE
 from .reductions import _dims
+from .replay.vector_replay import REPLAY
 from .shape_ops import _out, _wrap_dim
 
 
-_SHORT = 16     # vectors up to this long: softmax in Python (NumPy's calls cost more)
+_SHORT = softmax_kernels.SCALAR_MAX   # vectors up to this long: in Python (cheaper than a call)
 
 
-def _value(arr, d, log):
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        a = arr.reshape(1) if arr.ndim == 0 else arr
-        z = a - np.amax(a, axis=d, keepdims=True, initial=-np.inf)   # (dim may be empty)
-        e = np.exp(z)
-        s = e.sum(axis=d, keepdims=True)
-        out = z - np.log(s) if log else e / s
-    return out.reshape(arr.shape).astype(arr.dtype, copy=False)
+def _rows_value(arr, op, extras, nout):
+    """``kernels/softmax.rows_forward`` (op ``op``, rows ``extras``) of float ``arr``:
+    ``nout`` float64 values (a float32 input widened, the result rounded by the caller)."""
+    x = np.ascontiguousarray(arr, np.float64).reshape(-1)
+    out = np.empty(nout)
+    REPLAY.pick(softmax_kernels.rows_forward, x.size, (3,))(op, x, 0, out, 0, *extras)
+    return out
 
 
 def _top_short(xs):
@@ -71,25 +73,13 @@ def fused(input, dim, log):
                                   f"'{TORCH_NAMES[input.dtype.name][0]}'")
     shape = arr.shape or (1,)
     extras = (math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:]))
+    code = CODE["log_softmax" if log else "softmax"]
     if arr.ndim == 1 and arr.size <= _SHORT and arr.dtype == np.float64:
         value = _value_short(arr.tolist(), log)
     else:
-        value = _value(arr, d, log)
-    code = CODE["log_softmax" if log else "softmax"]
+        value = _rows_value(arr, code, extras, arr.size).reshape(arr.shape).astype(
+            arr.dtype, copy=False)
     return _out(input, value, lambda t, ia: t.append(code, ia, -1, value, extras))
-
-
-def _quiet():
-    """inf - inf and log(0) are expected here and give what PyTorch gives, silently."""
-    return np.errstate(invalid="ignore", divide="ignore")
-
-
-def _max_of(arr, dims, finite=False):
-    """The max of ``arr`` over ``dims`` (kept); with ``finite``, 0 where it is infinite."""
-    if arr.size == 0:
-        return np.zeros([1 if d in dims else n for d, n in enumerate(arr.shape)], arr.dtype)
-    m = np.amax(arr, axis=dims, keepdims=True)
-    return np.where(np.isfinite(m), m, 0).astype(arr.dtype) if finite else m
 
 
 def _softmax_dim(input, dim, name):
@@ -116,22 +106,18 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     return fused(input, _softmax_dim(input, dim, "log_softmax"), log=True)
 
 
-def _lse_value(arr, dims):
-    """logsumexp of ``arr`` over ``dims`` (kept), shifted by the finite max."""
-    if arr.ndim == 1 and arr.size <= _SHORT and arr.dtype == np.float64:
-        xs = arr.tolist()        # in Python, in the compiled rule's order (as _value_short)
-        top = _top_short(xs)
-        if abs(top) == math.inf:
-            top = 0.0
-        s = 0.0
-        try:
-            for x in xs:
-                s += math.exp(x - top)
-        except OverflowError:    # (a finite x beside +inf, which shifts by 0: inf anyway)
-            s = math.inf
-        return np.array([math.log(s) + top if s > 0.0 else -math.inf if s == 0.0 else s])
-    m = _max_of(arr, dims, finite=True)
-    return np.log(np.exp(arr - m).sum(axis=dims, keepdims=True)) + m
+def _lse_short(xs):
+    """logsumexp of a short float64 vector (a list), in Python, in ``rows_forward``'s order."""
+    top = _top_short(xs)
+    if abs(top) == math.inf:
+        top = 0.0
+    s = 0.0
+    try:
+        for x in xs:
+            s += math.exp(x - top)
+    except OverflowError:    # (a finite x beside +inf, which shifts by 0: inf anyway)
+        s = math.inf
+    return math.log(s) + top if s > 0.0 else -math.inf if s == 0.0 else s
 
 
 def logsumexp(input, dim, keepdim=False):
@@ -164,8 +150,10 @@ def _fused_lse(input, lo, hi, out_shape):
     arr = input._arr
     shape = arr.shape
     extras = (math.prod(shape[:lo]), math.prod(shape[lo:hi]), math.prod(shape[hi:]))
-    with _quiet():
-        value = _lse_value(arr, tuple(range(lo, hi)))
+    if arr.ndim == 1 and arr.size <= _SHORT and arr.dtype == np.float64:
+        value = np.array(_lse_short(arr.tolist()))
+    else:
+        value = _rows_value(arr, CODE["logsumexp"], extras, extras[0] * extras[2])
     value = value.reshape(out_shape).astype(arr.dtype, copy=False)
     code = CODE["logsumexp"]
     return _out(input, value, lambda t, ia: t.append(code, ia, -1, value, extras))

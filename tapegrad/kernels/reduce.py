@@ -59,33 +59,40 @@ def others(acc, nout, j, x, g):
     return False, 0.0
 
 
+@njit(inline="always", **_JIT)
+def full_sum(X, xa, nin):
+    """The sum of ``X[xa:xa + nin]`` in the one order of a full sum: 8 interleaved
+    partial sums, combined pairwise (more accurate than one running sum, and vectorised),
+    then the rest (``replay/llvm_tape``'s ``_sum`` emits the same)."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
+    p, n, k = uint64(xa), uint64(nin), uint64(0)     # (unsigned: the sums vectorise, 1.5x)
+    while k + uint64(8) <= n:
+        s0 += X[p + k]
+        s1 += X[p + k + uint64(1)]
+        s2 += X[p + k + uint64(2)]
+        s3 += X[p + k + uint64(3)]
+        s4 += X[p + k + uint64(4)]
+        s5 += X[p + k + uint64(5)]
+        s6 += X[p + k + uint64(6)]
+        s7 += X[p + k + uint64(7)]
+        k += uint64(8)
+    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+    while k < n:
+        s += X[p + k]
+        k += uint64(1)
+    return s
+
+
 @njit(**_JIT)
 def sum_into(X, xa, Y, yo, nin, nout, o, rows=0):
     """``Y[yo + j]`` = the sum of the ``X[xa + k]`` with ``o[k] == j``, in the one order
     every path sums in (eager sums call this too: a replayed sum is the eager one, bit for
-    bit): a full sum (``nout`` 1, ``o`` unread) in 8 interleaved partial sums, combined
-    pairwise (more accurate than one running sum, and vectorised), a sum over dims
-    element by element in input order.  ``rows``: 1 when output j sums the j-th run of
+    bit): a full sum (``nout`` 1, ``o`` unread) as ``full_sum``, a sum over dims element
+    by element in input order.  ``rows``: 1 when output j sums the j-th run of
     ``nin // nout`` inputs (trailing dims), 2 when it sums inputs j, j + nout, ...
     (leading dims): the same order without reading ``o``."""
-    if nout == 1:                # (indices unsigned: the eight sums vectorise, 1.5x faster)
-        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = 0.0
-        p, n, k = uint64(xa), uint64(nin), uint64(0)
-        while k + uint64(8) <= n:
-            s0 += X[p + k]
-            s1 += X[p + k + uint64(1)]
-            s2 += X[p + k + uint64(2)]
-            s3 += X[p + k + uint64(3)]
-            s4 += X[p + k + uint64(4)]
-            s5 += X[p + k + uint64(5)]
-            s6 += X[p + k + uint64(6)]
-            s7 += X[p + k + uint64(7)]
-            k += uint64(8)
-        s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
-        while k < n:
-            s += X[p + k]
-            k += uint64(1)
-        Y[yo] = s
+    if nout == 1:
+        Y[yo] = full_sum(X, xa, nin)
         return
     for j in range(nout):
         Y[yo + j] = 0.0

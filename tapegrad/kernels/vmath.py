@@ -56,6 +56,12 @@ LANES = _ISA[1] if _ISA else 4
 LIBRARY = f"libmvec ({LANES} lanes)" if _ISA else "libm (scalar: no libmvec here)"
 
 
+def symbol(name):
+    """libmvec's function ``name`` over ``LANES`` doubles (the compiled tape calls it too,
+    ``replay/llvm_tape``), or None where there is no libmvec."""
+    return f"_ZGV{_ISA[0]}N{LANES}v_{name}" if _ISA else None
+
+
 def _lanes(name):
     """Intrinsic: dst[do:do+LANES] = name(src[so:so+LANES]) in one call."""
     @intrinsic
@@ -68,7 +74,7 @@ def _lanes(name):
             vt = ir.VectorType(dbl, LANES)
             if _ISA:
                 fn = cgutils.get_or_insert_function(
-                    builder.module, ir.FunctionType(vt, [vt]), f"_ZGV{_ISA[0]}N{LANES}v_{name}")
+                    builder.module, ir.FunctionType(vt, [vt]), symbol(name))
                 v = builder.load(builder.bitcast(sp, vt.as_pointer()), align=8)
                 builder.store(builder.call(fn, [v]), builder.bitcast(dp, vt.as_pointer()),
                               align=8)

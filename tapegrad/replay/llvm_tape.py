@@ -7,9 +7,11 @@ returns 0 at the first that fails), then the reverse sweep, with the adjoints in
 registers, added in the interpreter's order.  Every kind but custom Functions lowers.
 
 The op rules come from the op table, walked by ``ops.rules.Walker``: ``math`` calls
-become LLVM intrinsics or libm calls, and the ``scalar_math`` helpers are compiled from
-their source (their ``if ...: return`` bodies become selects) into functions that LLVM
-inlines.  A compiled tape computes what the interpreted replay computes, bit for bit.
+become LLVM intrinsics or libm calls (libmvec's vector calls where the kernels make them:
+elementwise entries from ``FUSE_MIN`` values on, long softmax rows), and the
+``scalar_math`` helpers are compiled from their source (their ``if ...: return`` bodies
+become selects) into functions that LLVM inlines.  A compiled tape computes what the
+interpreted replay and the eager ops compute, bit for bit.
 
 Compile time is what limits this tier, so the IR is written as text (no IR objects),
 only the inliner runs, and code generation is LLVM's fast path on blocks of bounded
@@ -32,6 +34,9 @@ import tempfile
 import llvmlite.binding as llvm
 import numpy as np
 
+from ..kernels import vmath
+from ..kernels.fused import FUSE_MIN
+from ..kernels.softmax import SCALAR_MAX
 from ..ops.rules import Walker, helper_def
 from ..ops.table import BY_CODE, CODE, EW_OF, KINDS, kind_range
 from ..tracing import G_EQUAL, G_TRUTH
@@ -64,8 +69,9 @@ class Emitter(Walker):
     def __init__(self):
         self.lines = []
         self.n = 0
-        self.declared = set()      # intrinsics and libm functions used
+        self.declared = set()      # intrinsics, libm and libmvec functions used
         self.helpers = {}          # scalar_math helper -> its IR definition
+        self.lanes = False         # math as libmvec's (``vector_math``) where it has it
 
     def tmp(self, rhs):
         self.n += 1
@@ -102,28 +108,45 @@ class Emitter(Walker):
         return self.tmp(f"select i1 {c}, double {a}, double {b}")
 
     def math(self, name, args):
+        if self.lanes and name in vmath.FUNCTIONS and vmath.symbol(name):
+            return self.vector_math(name, args[0])
         fname = f"llvm.{_INTRINSICS[name]}.f64" if name in _INTRINSICS else name
         self.declared.add((fname, len(args)))
         return self._call(fname, args)
 
+    def vector_math(self, name, a):
+        """libmvec's ``name`` of ``a``, as the kernels' vector calls give it (the value
+        in one lane depends on that lane only): ``a`` in every lane, lane 0 read back."""
+        vt = f"<{vmath.LANES} x double>"
+        one = self.tmp(f"insertelement {vt} undef, double {a}, i32 0")
+        every = self.tmp(f"shufflevector {vt} {one}, {vt} undef, <{vmath.LANES} x i32> "
+                         "zeroinitializer")
+        fname = vmath.symbol(name)
+        self.declared.add((fname, -1))
+        return self.tmp(f"extractelement {vt} {self.tmp(f'call {vt} @{fname}({vt} {every})')}, "
+                        "i32 0")
+
     def helper(self, name, args):
-        """A ``scalar_math`` helper compiled from its source into an internal function."""
-        fname = f"tapegrad_sm_{name}"
-        if name not in self.helpers:
-            self.helpers[name] = None               # (recursion guard)
+        """A ``scalar_math`` helper compiled from its source into an internal function
+        (one with libmvec's math under ``lanes``)."""
+        fname = f"tapegrad_sm_{name}" + ("_lanes" if self.lanes else "")
+        if fname not in self.helpers:
+            self.helpers[fname] = None              # (recursion guard)
             params, body = helper_def(name)
             outer, self.lines = self.lines, []
             result = self.body(body, {p: f"%{p}" for p in params})
             sig = ", ".join(f"double %{p}" for p in params)
-            self.helpers[name] = (f"define internal double @{fname}({sig}) alwaysinline {{\n"
+            self.helpers[fname] = (f"define internal double @{fname}({sig}) alwaysinline {{\n"
                                   + "\n".join(self.lines) + f"\n  ret double {result}\n}}\n")
             self.lines = outer
         return self._call(fname, args)
 
     def declarations(self):
         out = [h for h in self.helpers.values() if h]
+        vt = f"<{vmath.LANES} x double>"
         for fname, n in sorted(self.declared):
-            out.append(f"declare double @{fname}(" + ", ".join(["double"] * n) + ")")
+            out.append(f"declare {vt} @{fname}({vt})" if n < 0 else
+                       f"declare double @{fname}(" + ", ".join(["double"] * n) + ")")
         return "\n".join(out)
 
 
@@ -138,6 +161,13 @@ def _entries(r):
     constants (``_Tape.elems``)."""
     return [i for i in r.schedule.tolist()
             if not _SOURCE_FIRST <= int(r.OP[i]) <= _SOURCE_LAST]
+
+
+def _lanes(n, k):
+    """Does element k of an elementwise entry of n values take libmvec's math, as the
+    kernels compute it?  From ``FUSE_MIN`` values on (the block rules of eager ops and
+    replays, ``kernels/fused``), but for the last ``n % LANES`` (libm's tail)."""
+    return n >= FUSE_MIN and k < n - n % vmath.LANES
 
 
 def _check_supported(r):
@@ -220,7 +250,12 @@ class _Tape:
                     out.append(em.tmp(f"select i1 {c}, double {xs[k]}, double {ys[k]}"))
                 return out
             c2 = const(r.C2[i])
-            return [em.expr(spec.fwd, {"x": xs[k], "y": ys[k], "c2": c2}) for k in range(n)]
+            out = []
+            for k in range(n):
+                em.lanes = _lanes(n, k)
+                out.append(em.expr(spec.fwd, {"x": xs[k], "y": ys[k], "c2": c2}))
+            em.lanes = False
+            return out
         if kind == "broadcast":            # kernels/broadcast.py, in its loop order
             xs, ys = self.elems(a), self.elems(b)
             fwd = EW_OF[spec.code].fwd
@@ -249,15 +284,18 @@ class _Tape:
         return self._reduce(i, spec.name, src)
 
     def _rows(self, i):
-        """Element positions of each softmax row, as ``kernels/softmax.py`` walks them."""
+        """Element positions of each softmax row, as ``kernels/softmax.py`` walks them, and
+        whether its rows take libmvec's exp (contiguous, longer than ``SCALAR_MAX``)."""
         outer, n, inner = self.r.softmax_dims(i)
         return [[p * n * inner + q + j * inner for j in range(n)]
-                for p in range(outer) for q in range(inner)]
+                for p in range(outer) for q in range(inner)], inner == 1 and n > SCALAR_MAX
 
     def _softmax(self, i, name, src):
+        """``kernels/softmax.rows_forward``'s order: the max, the exps and their sum, then
+        the output."""
         em = self.em
         log = name == "log_softmax"
-        rows = self._rows(i)
+        rows, vector = self._rows(i)
         out = [None] * (len(rows) if name == "logsumexp" else len(src))
         for ri, row in enumerate(rows):
             top = const(-math.inf)
@@ -265,25 +303,29 @@ class _Tape:
                 x = src[k]
                 take = em.tmp(f"fcmp ugt double {x}, {top}")
                 top = em.tmp(f"select i1 {take}, double {x}, double {top}")
-            s = const(0.0)
             if name == "logsumexp":   # shifted by 0 where the max is not finite
                 finite = em.tmp(f"fcmp oeq double {em.tmp(f'fsub double {top}, {top}')}, "
                                 f"{const(0.0)}")
                 top = em.tmp(f"select i1 {finite}, double {top}, double {const(0.0)}")
-                for k in row:
-                    e = em.math("exp", [em.tmp(f"fsub double {src[k]}, {top}")])
-                    s = em.tmp(f"fadd double {s}, {e}")
+            z = [em.tmp(f"fsub double {src[k]}, {top}") for k in row]
+            e = []
+            for j in range(len(row)):           # libmvec's lanes, libm's tail (_exps)
+                em.lanes = vector and j < len(row) - len(row) % vmath.LANES
+                e.append(em.math("exp", [z[j]]))
+            em.lanes = False
+            if vector:
+                s = self._sum(e, None, 1)[0]
+            else:
+                s = const(0.0)
+                for v in e:
+                    s = em.tmp(f"fadd double {s}, {v}")
+            if name == "logsumexp":
                 out[ri] = em.tmp(f"fadd double {em.math('log', [s])}, {top}")
                 continue
-            z, e = {}, {}
-            for k in row:
-                z[k] = em.tmp(f"fsub double {src[k]}, {top}")
-                e[k] = em.math("exp", [z[k]])
-                s = em.tmp(f"fadd double {s}, {e[k]}")
             lse = em.math("log", [s]) if log else None
-            for k in row:             # (each exp once, as the interpreter's rule)
-                out[k] = (em.tmp(f"fsub double {z[k]}, {lse}") if log else
-                          em.tmp(f"fdiv double {e[k]}, {s}"))
+            for j, k in enumerate(row):         # (each exp once, as the kernel)
+                out[k] = (em.tmp(f"fsub double {z[j]}, {lse}") if log else
+                          em.tmp(f"fdiv double {e[j]}, {s}"))
         return out
 
     def _matmul(self, i, X, Y):
@@ -378,9 +420,13 @@ class _Tape:
             xs, ys, rs = self.operand(a, i, n), self.operand(b, i, n), self.elems(i)
             for k in range(n):
                 env = {"x": xs[k], "y": ys[k], "r": rs[k], "g": g[k], "c2": const(r.C2[i])}
-                self.add(a, k, em.expr(spec.gx, env))
-                if spec.gy:
-                    self.add(b, k, em.expr(spec.gy, env))
+                em.lanes = _lanes(n, k)
+                gx = em.expr(spec.gx, env)
+                gy = em.expr(spec.gy, env) if spec.gy else None
+                em.lanes = False
+                self.add(a, k, gx)
+                if gy is not None:
+                    self.add(b, k, gy)
         elif kind == "where":
             cs = self.elems(r.condition(i))
             for k in range(n):
@@ -423,7 +469,7 @@ class _Tape:
         log = name == "log_softmax"
         R = self.elems(i)
         X = self.elems(a) if name == "logsumexp" else None
-        for ri, row in enumerate(self._rows(i)):
+        for ri, row in enumerate(self._rows(i)[0]):
             if name == "logsumexp":       # g exp(x - r)
                 for k in row:
                     e = em.math("exp", [em.tmp(f"fsub double {X[k]}, {R[ri]}")])
@@ -569,11 +615,14 @@ def _split_block(em, n_done):
 
 
 def _target_machine():
-    """A new target machine for the host (an execution engine owns the one it gets);
-    optimisation level 0 selects LLVM's fast, linear code generation."""
+    """A new target machine for the host, its features included (a call of libmvec's
+    passes its vector in the register the host's variant takes: ``kernels/vmath``; an
+    execution engine owns the one it gets); optimisation level 0 selects LLVM's fast,
+    linear code generation."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    return llvm.Target.from_default_triple().create_target_machine(opt=0)
+    return llvm.Target.from_default_triple().create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=0)
 
 
 OBJECTS_MAX_BYTES = 256 << 20
