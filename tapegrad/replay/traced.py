@@ -19,7 +19,7 @@ from ..autograd import sweeps
 from ..kernels.replay import FORWARD_RULES, compile_rules, grad_batch
 from ..kernels.reverse import DONE, NAN, RULES, sweep, sweep_compiling
 from ..tensor import Tensor, _leaf, from_array
-from . import dask_batch
+from . import dask_batch, vector_replay
 from .background import compile_later
 from .record import ReplayError, record
 
@@ -245,9 +245,7 @@ class Traced:
         for e, s in zip(r.outs, seeds):
             G[r.OFF[e]:r.OFF[e] + s.size] += s.reshape(-1)
             live[e] = 1
-        status, _ = sweep_compiling(sweep, max(r.outs), r.arrays(), G, live,
-                                    np.empty(2 * r.max_size), np.empty(r.max_size, np.int64),
-                                    NO_HOST, -1, False, 0, False, NO_HOST)
+        status, _ = vector_replay.sweep_down(r, max(r.outs), G, live)
         if status != DONE:
             raise ReplayError("this recording needs Python during its backward (a custom "
                               "Function or a hook) and cannot be replayed")

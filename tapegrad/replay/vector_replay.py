@@ -119,17 +119,27 @@ def reverse(r, out):
     fused.clear_swept(live, r.in_run, r.OFF, r.META, r.IAUX, G)
     G[r.OFF[out]] = 1.0
     live[out] = 1
+    status, i = sweep_down(r, out, G, live)
+    if status != DONE:    # (a recording holds no custom Function: run_forward refused it)
+        raise AssertionError(f"unexpected sweep stop {status} at entry {i}")
+
+
+def sweep_down(r, top, G, live):
+    """The reverse sweep of recording ``r`` from entry ``top`` into the adjoints ``G``
+    (seeded, their entries ``live``; any other adjoint the sweep reaches, zero), as the
+    engine's: runs of large elementwise entries by the fused kernels, large products by
+    BLAS, so that a replayed gradient is the eager one bit for bit.  Returns (status,
+    entry) where it stopped: ``(DONE, -1)``, or a host entry it cannot run."""
     keep = np.zeros(r.n, np.uint8)
     ents = np.empty(r.n, np.int64)
     fresh = np.empty(2 * r.n, np.uint8)
     clean = np.zeros(2 * r.n, np.uint8)   # (this arena is kept zero: no input zeroed again)
-    top = out
     while top >= 0:
         run = REVERSE.pick(sweep, r.n + r.nv // 8, (2, 3))
         status, i = sweep_compiling(run, top, r.arrays(), G, live, r.scratch, r.omap,
                                     HOST_MIN_MACS, -1, False, 0, False, RUN_MIN)
         if status == DONE:
-            return
+            return DONE, -1
         if status == FUSE:
             FUSED.settle()
             n = r.size(i)
@@ -142,5 +152,6 @@ def reverse(r, out):
             host_matmul(r, i, G)
             live[r.A[i]] = live[r.B[i]] = 1
             top = i - 1
-        else:                 # (a recording holds no custom Function: run_forward refused it)
-            raise AssertionError(f"unexpected sweep stop {status} at entry {i}")
+        else:
+            return status, i
+    return DONE, -1
