@@ -281,7 +281,7 @@ def reduce(i, g, h):
     if not in_shape:
         return [(a, spread)]
     if not (x == 0.0).any():
-        return [(a, spread * _spread(h, i, h(i), in_shape) / x)]
+        return [(a, spread * (_spread(h, i, h(i), in_shape) / x))]
     gs = nin // nout
     if gs == 1:
         return [(a, spread)]

@@ -53,7 +53,7 @@ def others(acc, nout, j, x, g):
     derivative)."""
     zeros = acc[j]
     if zeros == 0.0:
-        return True, g * acc[nout + j] / x
+        return True, g * (acc[nout + j] / x)      # (PyTorch's order: r / x first)
     if zeros == 1.0 and x == 0.0:
         return True, g * acc[nout + j]
     return False, 0.0

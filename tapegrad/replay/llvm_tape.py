@@ -561,7 +561,8 @@ class _Tape:
             one = em.tmp(f"fcmp oeq double {zeros[j]}, {const(1.0)}")
             only = em.tmp(f"and i1 {one}, {is0[k]}")
             t = em.tmp(f"fmul double {g[j]}, {nz[j]}")
-            divided = em.tmp(f"fdiv double {t}, {x}")
+            q = em.tmp(f"fdiv double {nz[j]}, {x}")      # (PyTorch's order: r / x first)
+            divided = em.tmp(f"fmul double {g[j]}, {q}")
             v = em.tmp(f"select i1 {only}, double {t}, double {const(0.0)}")
             self.add(a, k, em.tmp(f"select i1 {none}, double {divided}, double {v}"))
 
