@@ -1,16 +1,23 @@
 """One semantics per op, whatever the path.
 
-Every elementwise op of the table, on inputs that include nan, +-inf, +-0, denormals and
-ties, at 0-d (the Python fast path), 7 elements (the compiled rule element by element)
-and 5,000 elements (the block kernels), eagerly, replayed (``tapegrad.trace``) and as a
-compiled tape, must give the values and gradients that PyTorch gives.
+Every elementwise op of the table, the broadcast ops and the comparisons, on inputs that
+include nan, +-inf, +-0, denormals and ties, at 0-d (the Python fast path), 7 elements
+(the compiled rule element by element), 263 and 5,000 elements (the block kernels, from
+``FUSE_MIN`` on), eagerly, replayed (``tapegrad.trace``) and as a compiled tape, must give
+the values and gradients that PyTorch gives.
 
-Between our own paths the answer is the same bit for bit (nan, inf and the sign of zero
-included), except where the 5,000-element kernels call libmvec instead of libm: there a
-value or gradient of an op whose rule calls a math function may differ by up to 4 ulp
-(glibc's documented bound).  Against PyTorch, values agree to 4 ulp with the same nan,
-inf and sign of zero; gradients to 4 ulp and the same nan and inf (PyTorch's first
-contribution to a gradient keeps the sign of a zero, our adjoints are sums from +0).
+Between our own paths of one size the answer is the same bit for bit (nan, inf and the
+sign of zero included).  Between sizes too, except where the block kernels call libmvec
+instead of libm (every path does from ``FUSE_MIN`` elements on): there a value or
+gradient of an op whose rule calls a math function may differ from the 0-d one by up to
+4 ulp (glibc's documented bound).  The compiled tape runs at 0-d, 7 and 263 elements,
+not 5,000: it takes that many (up to 65,536 values), but its code is unrolled and its
+compile time grows faster than the elements (softplus's gradient: 0.4 s at 1,000, 3 to
+6 s at 3,000, a minute at 5,000), while 263 is past ``FUSE_MIN``, with a tail of libm
+calls for any vector width (2, 4 or 8 lanes).  Against PyTorch, values agree to 4 ulp
+with the same nan, inf and sign of zero; gradients to 4 ulp and the same nan and inf
+(PyTorch's first contribution to a gradient keeps the sign of a zero, our adjoints are
+sums from +0).
 Two documented differences of PyTorch's own: it flushes log1p of a denormal to 0, and
 its maximum/minimum of +0 and -0 depends on the tensor's length.  A third: its vectorised
 fmod and remainder give nan where x / y overflows (a denormal y), its scalar kernel C's
@@ -24,7 +31,8 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.ops.rules import helper_def, helpers_called
-from tapegrad.ops.table import BINARY, UNARY
+from tapegrad.kernels.fused import FUSE_MIN
+from tapegrad.ops.table import BINARY, BY_NAME, COMPARE_OPS, EW_OF, OPS, UNARY
 
 torch = pytest.importorskip("torch")
 
@@ -39,7 +47,7 @@ GRAD_RTOL = 1e-14
 
 
 def _inputs(op):
-    if op.arity == 1:
+    if op.kind == "ew" and op.arity == 1:
         return [SPECIAL.copy()]
     x, y = np.meshgrid(SPECIAL, SPECIAL)       # every pair: ties on the diagonal
     return [x.ravel().copy(), y.ravel().copy()]
@@ -47,12 +55,19 @@ def _inputs(op):
 
 def _uses_math(op):
     """Does the op's rule (or a helper it calls) call a math function?"""
+    if op.kind != "ew":
+        return False
     rules = " + ".join(t for t in (op.fwd, op.gx, op.gy) if t)
     bodies = [ast.unparse(s) for h in helpers_called(rules) for s in helper_def(h)[1]]
     return any("math." in t for t in [rules] + bodies)
 
 
 def _call(mod, name, *args):
+    op = BY_NAME[name]
+    if op.kind == "compare":      # the mask selects: values and gradients show it
+        return mod.where(getattr(mod, name)(*args), args[0] * 2.0, args[1])
+    if op.kind == "broadcast":    # x as a column against y
+        return getattr(mod, EW_OF[op.code].name)(args[0].reshape(-1, 1), args[1])
     if name == "clamp":
         return mod.clamp(args[0], -0.5, 0.7)
     if name == "floor_divide":    # (the op with a derivative: PyTorch's floor_divide has none)
@@ -77,23 +92,48 @@ def _torch(name, arrs):
     return r.detach().numpy(), [t.grad.numpy() for t in ts]
 
 
-def _eager(name, arrs):
-    ts = [tg.tensor(a, dtype=tg.float64, requires_grad=True) for a in arrs]
-    r = _call(tg, name, *ts)
-    r.backward(tg.ones(r.shape, dtype=tg.float64))
-    return r.detach().numpy(), [t.grad.numpy() for t in ts]
-
-
-def _zero_d(name, arrs):
-    vals, grads = [], [[] for _ in arrs]
-    for k in range(arrs[0].size):
-        ts = [tg.tensor(float(a[k]), requires_grad=True) for a in arrs]
+def _eager(name, parts):
+    """Values and gradients (seeded with ones) of each part (a list of arrays of one
+    shape), eagerly, all joined."""
+    out = []
+    for arrs in parts:
+        ts = [tg.tensor(a, dtype=tg.float64, requires_grad=True) for a in arrs]
         r = _call(tg, name, *ts)
-        r.backward()
-        vals.append(r.item())
-        for j, t in enumerate(ts):
-            grads[j].append(t.grad.item())
-    return np.array(vals), [np.array(g) for g in grads]
+        r.backward(tg.ones(r.shape, dtype=tg.float64))
+        out.append((r.detach().numpy(), [t.grad.numpy() for t in ts]))
+    return _join(out)
+
+
+def _replayed(name, parts):
+    """As ``_eager``, from one recording, replayed."""
+    example = [tg.tensor(np.full_like(a, 0.75)) for a in parts[0]]
+    ones = tg.ones(_call(tg, name, *example).shape, dtype=tg.float64)
+    tr = tg.trace(lambda *xs: _call(tg, name, *xs), *example)
+    out = []
+    for arrs in parts:
+        value, grads = tr.vjp(tuple(tg.tensor(a) for a in arrs), ones)
+        out.append((value.numpy(), [g.numpy() for g in (grads if isinstance(grads, tuple)
+                                                          else (grads,))]))
+    return _join(out)
+
+
+def _compiled(name, parts):
+    """As ``_eager``, from one compiled tape of ``(f(*xs) * w).sum()``, whose gradient in w
+    is f's values (plus 0: a compiled tape's adjoints are sums from +0, -0 reads +0)."""
+    example = [tg.tensor(np.full_like(a, 0.75)) for a in parts[0]]
+    ones = tg.ones(_call(tg, name, *example).shape, dtype=tg.float64)
+    tr = tg.trace(lambda *xs: (_call(tg, name, *xs[:-1]) * xs[-1]).sum(), *example, ones)
+    tr.compile()
+    assert tr.records[0].native is not None, "the tape did not compile"
+    out = []
+    for arrs in parts:
+        _, g = tr.value_and_grad(*[tg.tensor(a) for a in arrs], ones)
+        out.append((g[-1].numpy(), [x.numpy() for x in g[:-1]]))
+    return _join(out)
+
+
+def _scalars(arrs):
+    return [[np.array(a[k]) for a in arrs] for k in range(arrs[0].size)]
 
 
 def _chunks(arrs, n):
@@ -104,8 +144,8 @@ def _chunks(arrs, n):
 
 
 def _join(parts):
-    return (np.concatenate([v for v, _ in parts]),
-            [np.concatenate([g[j] for _, g in parts]) for j in range(len(parts[0][1]))])
+    return (np.concatenate([np.ravel(v) for v, _ in parts]),
+            [np.concatenate([np.ravel(g[j]) for _, g in parts]) for j in range(len(parts[0][1]))])
 
 
 def _tile(arrs, n):
@@ -113,53 +153,25 @@ def _tile(arrs, n):
     return [np.tile(a, reps)[:max(n, arrs[0].size)] for a in arrs]
 
 
-def _replayed(name, arrs):
-    """Values and gradients (seeded with ones) from one recording, replayed."""
-    tr = tg.trace(lambda *xs: _call(tg, name, *xs),
-                  *[tg.tensor(np.full_like(a, 0.75)) for a in arrs])
-    ts = [tg.tensor(a) for a in arrs]
-    value, grads = tr.vjp(tuple(ts), tg.ones(arrs[0].shape, dtype=tg.float64))
-    grads = grads if isinstance(grads, tuple) else (grads,)
-    return value.numpy(), [g.numpy() for g in grads]
+COMPILED = ("0-d", "7", "263")     # (compile time grows with the elements: the docstring)
 
 
-def _compiled(name, arrs, n):
-    """From a compiled tape (one scalar output): each value at 0-d, and the gradients
-    of the sum of ``n`` values (n = 1: the value itself)."""
-    def f(*xs):
-        out = _call(tg, name, *xs)
-        return out.sum() if n > 1 else out
-    example = [tg.tensor(np.full(n, 0.75) if n > 1 else 0.75) for _ in arrs]
-    tr = tg.trace(f, *example)
-    tr.compile()
-    assert tr.records[0].native is not None, "the tape did not compile"
-    vals, grads = [], [[] for _ in arrs]
-    for part in _chunks(arrs, n):
-        v, g = tr.value_and_grad(*[tg.tensor(p if n > 1 else float(p[0])) for p in part])
-        vals.append(np.atleast_1d(v.numpy()))
-        g = g if isinstance(g, tuple) else (g,)
-        for j in range(len(arrs)):
-            grads[j].append(np.atleast_1d(g[j].numpy()))
-    return np.concatenate(vals), [np.concatenate(g) for g in grads]
+def _sizes(arrs):
+    """{size: parts}: arrs one element at a time (0-d), 7 at a time, tiled to 263 and
+    5,000 elements."""
+    return {"0-d": _scalars(arrs), "7": _chunks(arrs, 7), "263": [_tile(arrs, 263)],
+            "5000": [_tile(arrs, 5000)]}
 
 
-def _paths(op, arrs):
-    """{path: (values, gradients)}, each over all of ``arrs``."""
-    small = _chunks(arrs, 7)
-    large = _tile(arrs, 5000)
-    n = arrs[0].size
-    cut = lambda vg: (vg[0][:n], [g[:n] for g in vg[1]])   # noqa: E731
-    at7 = _compiled(op.name, arrs, 7)
-    paths = {
-        "0-d": _zero_d(op.name, arrs),
-        "0-d compiled": _compiled(op.name, arrs, 1),
-        "7 eager": _join([_eager(op.name, c) for c in small]),
-        "7 replayed": _join([_replayed(op.name, c) for c in small]),
-        "7 compiled (gradients)": (None, at7[1]),
-        "5000 eager": cut(_eager(op.name, large)),
-        "5000 replayed": cut(_replayed(op.name, large)),
-    }
-    return {p: (None if v is None else v[:n], [x[:n] for x in g]) for p, (v, g) in paths.items()}
+def _paths(name, sizes, n=None, compiled=COMPILED):
+    """{size: {path: (values, gradients)}} over each size's parts (the first ``n``)."""
+    out = {}
+    for size, parts in sizes.items():
+        paths = {"eager": _eager(name, parts), "replayed": _replayed(name, parts)}
+        if size in compiled:
+            paths["compiled"] = _compiled(name, parts)
+        out[size] = {p: (v[:n], [x[:n] for x in g]) for p, (v, g) in paths.items()}
+    return out
 
 
 # -- comparisons -------------------------------------------------------------------------------
@@ -192,36 +204,70 @@ def _check(what, got, want, arrs, **kw):
     if bad.size:
         k = bad[0]
         raise AssertionError(f"{what}: {bad.size} of {got.size} differ, e.g. at "
-                             f"{[float(a[k]) for a in arrs]}: {got[k]!r} against {want[k]!r}")
+                             f"{[float(a[k]) for a in arrs if k < a.size]}: {got[k]!r} against "
+                             f"{want[k]!r}")
 
 
-@pytest.mark.parametrize("op", UNARY + BINARY, ids=lambda op: op.name)
+def _one_answer(op, arrs, paths, wants, value_kw=None, across_sizes=True):
+    """Each size's paths give its eager answer bit for bit; each size's eager answer is
+    the 0-d one (``across_sizes``: within ``ULP`` past ``FUSE_MIN`` where the rule calls
+    math); every path's is PyTorch's (``wants``: its answer per size; ``value_kw``: how
+    values compare with it)."""
+    tol = ULP if _uses_math(op) else 0
+    rtol = GRAD_RTOL if tol else 0.0
+    base_v, base_g = paths["0-d"]["eager"]
+    for size, by_path in paths.items():
+        v0, g0 = by_path["eager"]
+        for path, (v, g) in by_path.items():
+            want = v0 + 0.0 if path == "compiled" else v0     # (its values read -0 as +0)
+            _check(f"{op.name} value, {size} {path} against {size} eager", v, want, arrs)
+            for j in range(len(g)):
+                _check(f"{op.name} gradient {j}, {size} {path} against {size} eager", g[j],
+                       g0[j], arrs)
+        if not across_sizes:
+            continue
+        ulp = tol if size != "0-d" and int(size) >= FUSE_MIN else 0
+        _check(f"{op.name} value, {size} eager against 0-d", v0, base_v, arrs, ulp=ulp)
+        for j in range(len(g0)):
+            _check(f"{op.name} gradient {j}, {size} eager against 0-d", g0[j], base_g[j], arrs,
+                   ulp=ulp, rtol=rtol if ulp else 0.0)
+    for size, by_path in paths.items():
+        want_v, want_g = wants[size]
+        for path, (v, g) in by_path.items():
+            kw = dict(value_kw or {}, **({"signed_zero": False} if path == "compiled" else {}))
+            _check(f"{op.name} value, {size} {path} against PyTorch", v, want_v, arrs, ulp=ULP,
+                   **kw)
+            for j in range(len(g)):
+                _check(f"{op.name} gradient {j}, {size} {path} against PyTorch", g[j],
+                       want_g[j], arrs, ulp=ULP, signed_zero=False, rtol=rtol)
+
+
+@pytest.mark.parametrize("op", UNARY + BINARY + COMPARE_OPS, ids=lambda op: op.name)
 def test_every_path_gives_one_answer_and_pytorchs(op):
     arrs = _inputs(op)
     with np.errstate(all="ignore"):
-        want_v, want_g = _torch(op.name, arrs)
-    paths = _paths(op, arrs)
-    base_v, base_g = paths["0-d"]
-    tol = ULP if _uses_math(op) else 0
-    rtol = GRAD_RTOL if tol else 0.0
-    for path, (v, g) in paths.items():
-        ulp = tol if path.startswith("5000") else 0
-        if v is not None:
-            _check(f"{op.name} value, {path} against 0-d", v, base_v, arrs, ulp=ulp)
-        for j in range(op.arity):
-            _check(f"{op.name} gradient {j}, {path} against 0-d", g[j], base_g[j], arrs,
-                   ulp=ulp, rtol=rtol if ulp else 0.0)
-    tie_zero = op.name in ("maximum", "minimum")
-    # PyTorch's logaddexp2 rounds its last multiply-add once (a fused multiply-add): at a
-    # tie of -1 it gives -4.8e-17 where ours rounds to 0
-    tiny = 5e-324 if op.name == "log1p" else 1e-16 if op.name == "logaddexp2" else 0.0
-    for path, (v, g) in paths.items():
-        if v is not None:
-            _check(f"{op.name} value, {path} against PyTorch", v, want_v, arrs, ulp=ULP,
-                   signed_zero=not tie_zero, tiny=tiny)
-        for j in range(op.arity):
-            _check(f"{op.name} gradient {j}, {path} against PyTorch", g[j], want_g[j], arrs,
-                   ulp=ULP, signed_zero=False, rtol=rtol)
+        want = _torch(op.name, arrs)
+    sizes = _sizes(arrs)
+    _one_answer(op, arrs, _paths(op.name, sizes, arrs[0].size), dict.fromkeys(sizes, want),
+                # PyTorch's logaddexp2 rounds its last multiply-add once (a fused
+                # multiply-add): at a tie of -1 it gives -4.8e-17 where ours rounds to 0
+                dict(signed_zero=op.name not in ("maximum", "minimum"),
+                     tiny=5e-324 if op.name == "log1p" else 1e-16 if op.name == "logaddexp2"
+                     else 0.0))
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if op.kind == "broadcast"],
+                         ids=lambda op: op.name)
+def test_a_broadcast_op_gives_one_answer_on_every_path_and_pytorchs(op):
+    """The special values as a column against y: each of them (0-d), 7 at a time, and 334
+    of them (5,010 values)."""
+    sizes = {"0-d": [[SPECIAL, np.array(v)] for v in SPECIAL],
+             "7": [[SPECIAL, c] for [c] in _chunks([SPECIAL], 7)],
+             "5000": [[SPECIAL, _tile([SPECIAL], 334)[0]]]}
+    with np.errstate(all="ignore"):
+        wants = {size: _join([_torch(op.name, p) for p in parts]) for size, parts in sizes.items()}
+    paths = _paths(op.name, sizes, compiled=sizes)
+    _one_answer(op, [paths["0-d"]["eager"][0]], paths, wants, across_sizes=False)
 
 
 @pytest.mark.parametrize("op", BINARY, ids=lambda op: op.name)
