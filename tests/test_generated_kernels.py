@@ -10,18 +10,36 @@ import textwrap
 import tapegrad.kernels as kernels
 
 
-def test_a_table_entry_is_all_an_op_needs(tmp_path):
-    """A copy of the package with one more op in its table: at import the kernels are
-    made again, and the op runs eagerly, replayed and in its gradient (3 x^2)."""
+def package_copy(tmp_path, edit_table):
+    """A copy of the package under ``tmp_path`` (no generated kernels) whose
+    ``ops/table.py`` source is ``edit_table(text)``: its folder."""
     pkg = tmp_path / "tapegrad"
     shutil.copytree(os.path.dirname(os.path.dirname(kernels.__file__)), pkg,
                     ignore=shutil.ignore_patterns("__pycache__", "generated*.py"))
     table = pkg / "ops" / "table.py"
-    text = table.read_text()
+    table.write_text(edit_table(table.read_text()))
+    return pkg
+
+
+def run_copy(tmp_path, code, **env):
+    """Run ``code`` in a child whose ``tapegrad`` is the copy under ``tmp_path``, with a
+    kernel cache there (and no background compile left running after it): its output."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path),
+               TAPEGRAD_BACKGROUND_COMPILE="0", **env)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_a_table_entry_is_all_an_op_needs(tmp_path):
+    """A copy of the package with one more op in its table: at import the kernels are
+    made again, and the op runs eagerly, replayed and in its gradient (3 x^2)."""
     entry = '    Op(255, "cube", E, 1, "CubeBackward0", "x * x * x", "3.0 * g * x * x",\n' \
             '       saves=("self",)),\n    # ---- entries with no inputs'
-    table.write_text(text.replace("    # ---- entries with no inputs", entry, 1))
-    code = textwrap.dedent("""
+    pkg = package_copy(tmp_path, lambda text: text.replace(
+        "    # ---- entries with no inputs", entry, 1))
+    out = run_copy(tmp_path, """
         import numpy as np
         import tapegrad as tg
         x = tg.tensor([0.5, -2.0, 3.0], requires_grad=True)
@@ -34,12 +52,8 @@ def test_a_table_entry_is_all_an_op_needs(tmp_path):
         print(k.FOLDER)
         print("ok")
     """)
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(tmp_path),
-               TAPEGRAD_BACKGROUND_COMPILE="0")   # (no process left compiling after it)
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                         capture_output=True, text=True)
-    assert out.returncode == 0 and out.stdout.split()[-1] == "ok", out.stderr[-3000:]
-    folder = out.stdout.split()[-2]
+    assert out.split()[-1] == "ok"
+    folder = out.split()[-2]
     assert folder.startswith(str(tmp_path / "cache"))
     assert not (pkg / "kernels" / "generated.py").exists()
     with open(os.path.join(folder, "generated.py")) as f:

@@ -2,17 +2,19 @@
 assigned other codes loads as the same function, a file naming an op this version lacks
 or written in the old bare-code format is refused with an error naming the problem.
 
-The other version is simulated: the test rewrites a saved file as that version would
-have written it (each code moved to another, the header's names moved with it), which is
-what changing the table's code assignment between saving and loading amounts to.
+The other version is simulated (the test rewrites a saved file as that version would
+have written it: each code moved to another, the header's names moved with it), and real:
+a copy of the package whose table numbers its ops otherwise loads a file saved here.
 """
 import json
+import re
 
 import numpy as np
 import pytest
 
 import tapegrad as tg
 from tapegrad.ops.table import BANDS, BY_CODE, CODE, OPS
+from test_generated_kernels import package_copy, run_copy
 
 
 def f(x):
@@ -67,6 +69,41 @@ def test_a_file_from_a_table_with_other_codes_loads_as_the_same_function(tmp_pat
     want_v, want_g = _reference(x)
     np.testing.assert_allclose(float(value), want_v, rtol=1e-14)
     np.testing.assert_allclose(grad.numpy(), want_g, rtol=1e-14)
+
+
+def _renumbered(text):
+    """The table's source with exp's and log's codes swapped and sum moved to the last
+    code of its band (free in this version)."""
+    def code_of(name):
+        return re.search(rf'Op\((\d+), "{name}",', text).group(1)
+    exp, log, last = code_of("exp"), code_of("log"), BANDS["reduce"][1]
+    assert last not in {op.code for op in OPS}
+    for name, code in (("exp", log), ("log", exp), ("sum", last)):
+        text = re.sub(rf'Op\(\d+, "{name}",', f'Op({code}, "{name}",', text)
+    return text
+
+
+def test_a_file_loads_in_a_tapegrad_whose_table_numbers_its_ops_otherwise(tmp_path):
+    """Saved here, loaded by a copy of the package whose table gives exp, log and sum
+    other codes: the same value and gradient.  (The copy runs with Numba's JIT off: its
+    kernel cache would be cold, 50 s of compiling; its kernels' Python dispatches on the
+    same codes.)"""
+    tr = tg.trace(lambda v: (tg.exp(v) * 2).sum(), tg.tensor([0.3, 0.7]))
+    tr.save(tmp_path / "f.npz")
+    package_copy(tmp_path, _renumbered)
+    out = run_copy(tmp_path, """
+        import numpy as np
+        import tapegrad as tg
+        from tapegrad.ops.table import CODE
+        value, grad = tg.load("f.npz").value_and_grad(tg.tensor([1.5, -0.25]))
+        print(CODE["exp"], CODE["log"], CODE["sum"])
+        print(repr(float(value)), *map(repr, grad.numpy().tolist()))
+    """, NUMBA_DISABLE_JIT="1")
+    codes, numbers = out.splitlines()[-2:]
+    assert codes.split() == [str(CODE["log"]), str(CODE["exp"]), str(BANDS["reduce"][1])]
+    x = np.array([1.5, -0.25])
+    np.testing.assert_allclose([float(v) for v in numbers.split()],
+                               [(2 * np.exp(x)).sum(), *(2 * np.exp(x))], rtol=1e-15)
 
 
 def test_a_file_naming_an_op_this_version_lacks_is_refused(tmp_path):
