@@ -232,9 +232,8 @@ def _inputs(t, i):
     """Input buffers of entry i, in PyTorch's order; -1 for a Python-number operand on
     the right (a number on the left is not an input: ``3 - x`` has one next function)."""
     op = t.OP[i]
-    if op == _FUNCTION:    # extras: output position, input count, the tensor inputs
-        ex = t.extras(i)   # (read here, not from its Function: an entry that a Ctrl-C
-        return ex[2:2 + int(ex[1])].tolist()   # left without one is still on the tape)
+    if op == _FUNCTION:    # (read from the tape, not from its Function: an entry that a
+        return t.function_inputs(i)     # Ctrl-C left without one is still on the tape)
     if op in _CAT:
         return [buf for buf, _ in t.cat_pieces(i)[1]]
     spec = BY_CODE[op]

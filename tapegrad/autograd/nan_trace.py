@@ -63,11 +63,6 @@ def _node_name(t, i):
     return BY_CODE[int(t.OP[i])].node         # a recording: the op's Node name
 
 
-def _sizes(t, n):
-    m = t.META[:n]
-    return np.where(m < 0, 1, t.IAUX[np.maximum(m, 0)])
-
-
 def _fmt(v):
     return repr(float(v))
 
@@ -124,7 +119,7 @@ def forward_origin(t, top):
         raise RuntimeError("the values of this tape were freed by a backward: ask before "
                            "it (or backward with retain_graph=True)")
     n = top + 1
-    OFF, sizes = t.OFF[:n], _sizes(t, n)
+    OFF, sizes = t.OFF[:n], t.sizes(0, n)
     bad = np.concatenate([[0], np.cumsum(~np.isfinite(t.V[:int((OFF + sizes).max())]))])
     candidates = np.flatnonzero(bad[OFF + sizes] - bad[OFF] > 0)
     if not candidates.size:

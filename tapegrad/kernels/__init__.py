@@ -4,8 +4,9 @@ Where the compiled kernels and the generated sources live (nothing is ever writt
 the installed package):
 
 * **One folder per version of the kernel sources.**  ``KEY`` is a hash of every file a
-  cached kernel's code can come from (``kernels/*.py``, ``optim/_kernels.py``, and the op
-  table, its helpers and rule walker that ``codegen`` turns into ``generated*.py``), of
+  cached kernel's code can come from (``kernels/*.py``, ``optim/_kernels.py``,
+  ``tape/layout_codec.py`` (the entry layout's accessors, compiled in ``layout.py``), and
+  the op table, its helpers and rule walker that ``codegen`` turns into ``generated*.py``), of
   Numba's version and of its bounds-checking switch.  Everything lives in
   ``<root>/<KEY>/``: a changed source gives another folder, so an old kernel can never
   run, wherever the cache is and whatever the files' time stamps say.  (Numba keys a
@@ -48,7 +49,8 @@ _GEN_INPUTS = ([os.path.join(_OPS, n) for n in ("table.py", "scalar_math.py", "r
 # every file a cached kernel's code can come from (the generated files are made from these)
 _SOURCES = sorted({*(p for p in glob.glob(os.path.join(_HERE, "*.py"))
                      if os.path.basename(p) not in GENERATED),
-                   os.path.join(_PKG, "optim", "_kernels.py"), *_GEN_INPUTS})
+                   os.path.join(_PKG, "optim", "_kernels.py"),
+                   os.path.join(_PKG, "tape", "layout_codec.py"), *_GEN_INPUTS})
 _UNUSED_DAYS = 30
 _FILE_HASHES = {}
 

@@ -15,17 +15,9 @@ back.
 from numba import njit, uint64
 
 from .generated import OP_BROADCAST_ADD, OP_BROADCAST_DIV, OP_BROADCAST_MUL, OP_BROADCAST_SUB
-from .layout import extras_at, wants
+from .layout import broadcast_loops, extras_at, wants
 
 _JIT = dict(cache=True, error_model="numpy")
-
-
-@njit(**_JIT)
-def loops(i, META, IAUX):
-    """(s0..s3, a0..a3, b0..b3) of broadcast entry i."""
-    e = extras_at(META, IAUX, i)
-    return (IAUX[e], IAUX[e + 1], IAUX[e + 2], IAUX[e + 3], IAUX[e + 4], IAUX[e + 5],
-            IAUX[e + 6], IAUX[e + 7], IAUX[e + 8], IAUX[e + 9], IAUX[e + 10], IAUX[e + 11])
 
 
 @njit(**_JIT)
@@ -129,7 +121,8 @@ def apply(op, X, oa, Y, ob, OUT, k, lp):
 @njit(**_JIT)
 def forward(i, tape, omap):
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
-    apply(OP[i], V, OFF[A[i]], V, OFF[B[i]], V, OFF[i], loops(i, META, IAUX))
+    apply(OP[i], V, OFF[A[i]], V, OFF[B[i]], V, OFF[i],
+          broadcast_loops(IAUX, extras_at(META, IAUX, i)))
 
 
 @njit(**_JIT)
@@ -225,7 +218,7 @@ def _side(G, V, op, side, lp, oa, ob, k):
 @njit(**_JIT)
 def reverse(i, tape, G, scratch, omap):
     OP, A, B, C, C2, OFF, META, IAUX, FLAGS, V = tape
-    lp = loops(i, META, IAUX)
+    lp = broadcast_loops(IAUX, extras_at(META, IAUX, i))
     if lp[3] == 0:                             # (no element: read no adjoint either)
         return
     a, b = A[i], B[i]
@@ -237,7 +230,8 @@ def reverse(i, tape, G, scratch, omap):
 @njit(**_JIT)
 def tangent(i, op, A, B, OFF, META, IAUX, V, T, has):
     """The reverse rules applied to the input tangents (the elementwise kinds' way)."""
-    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = loops(i, META, IAUX)
+    lp = broadcast_loops(IAUX, extras_at(META, IAUX, i))
+    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = lp
     a, b = A[i], B[i]
     oa, ob, k = OFF[a], OFF[b], OFF[i]
     ha, hb = has[a] != 0, has[b] != 0

@@ -29,7 +29,7 @@ from numba import njit, prange
 from .generated import EW_LAST, OP_CONST, SOURCE_FIRST, SOURCE_LAST
 from .generated_blocks import FWD_BLOCKS, READS_Y, REV_BLOCKS, TEMPS
 from . import cold, indirect
-from .layout import tiny_tape
+from .layout import size_of, tiny_tape
 
 _JIT = dict(cache=True, error_model="numpy")
 BLOCK = 1024           # elements per block: a block of every buffer of an entry fits L1
@@ -70,7 +70,8 @@ def run_below(i, lo, n, OP, A, B, META, IAUX, FLAGS, live, ents, fresh):
         if SOURCE_FIRST <= op <= SOURCE_LAST:
             j -= 1
             continue
-        if op > EW_LAST or META[j] < 0 or IAUX[META[j]] != n or (FLAGS[j] & 5 and j != i):
+        if op > EW_LAST or META[j] < 0 or size_of(META, IAUX, j) != n or \
+                (FLAGS[j] & 5 and j != i):
             break
         if live[j]:
             ents[m] = j
@@ -94,8 +95,7 @@ def clear_swept(live, in_run, OFF, META, IAUX, G):
             live[e] = 0
             if not in_run[e]:
                 o = OFF[e]
-                m = META[e]
-                G[o:o + (1 if m < 0 else IAUX[m])] = 0.0
+                G[o:o + size_of(META, IAUX, e)] = 0.0
 
 
 @njit(inline="always", **_JIT)
@@ -238,10 +238,8 @@ def large_ops(t, lo, hi):
     that the tangent sweep runs block by block (``FUSE_MIN`` elements or more)."""
     if t.max_size < FUSE_MIN or hi < lo:
         return ()
-    ops, meta = t.OP[lo:hi + 1], t.META[lo:hi + 1]
-    big = (ops <= EW_LAST) & (meta >= 0)
-    big[big] = t.IAUX[meta[big]] >= FUSE_MIN
-    return np.unique(ops[big]).tolist()
+    ops = t.OP[lo:hi + 1]
+    return np.unique(ops[(ops <= EW_LAST) & (t.sizes(lo, hi + 1) >= FUSE_MIN)]).tolist()
 
 
 def launch(part, parallel, work, *args):

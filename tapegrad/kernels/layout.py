@@ -1,20 +1,35 @@
-"""The entry layout, read in compiled code: one codec for every kernel.
+"""The entry layout, read in compiled code: ``tape.layout_codec``'s functions, compiled.
 
 An entry i of a tape has its values at ``V[OFF[i]:]`` (its adjoints at the same place of
 ``G``) and, unless it is a 0-d scalar (``META[i] < 0``), metadata at ``IAUX[META[i]:]``:
-``[size, ndim, *shape, *extras]``; a kind's extras are its own (a gather's base offset
-and strides, a reduction's output strides, a product's (nb, M, K, N), a concatenation's
-(outer, n, (buffer, inner) * n), softmax's (outer, n, inner), an index list).
-``tapegrad.tape.Layout`` reads the same layout in Python.
+``[size, ndim, *shape, *extras]``, a kind's extras its own (``layout_codec``).
+``tapegrad.tape.Layout`` reads the same layout in Python, with the same functions.
+(Inlined where they are called, ``inline="always"``: nothing to compile on its own, and
+the callers' code is what it was with the reads written out.)
 
 A sweep takes a tape as one value, the tuple ``TAPE`` names (``Layout.arrays()``).
 """
 from numba import njit
 
+from ..tape import layout_codec as codec
+from ..tape.layout_codec import Y_TRANSPOSED  # noqa: F401  (matmul reads the mode bit)
 from .generated import OP_CONST
 
 _JIT = dict(cache=True, error_model="numpy")
 TAPE = ("OP", "A", "B", "C", "C2", "OFF", "META", "IAUX", "FLAGS", "V")
+_compiled = njit(inline="always", **_JIT)
+size_of = _compiled(codec.size_of)
+ndim_of = _compiled(codec.ndim_of)
+extras_at = _compiled(codec.extras_at)
+ndim_at = _compiled(codec.ndim_at)
+shape_at = _compiled(codec.shape_at)
+cat_dims = _compiled(codec.cat_dims)
+cat_piece = _compiled(codec.cat_piece)
+function_inputs = _compiled(codec.function_inputs)
+function_input_at = _compiled(codec.function_input_at)
+product_dims = _compiled(codec.product_dims)
+softmax_rows = _compiled(codec.softmax_rows)
+broadcast_loops = _compiled(codec.broadcast_loops)
 
 
 def tiny_tape():
@@ -24,18 +39,6 @@ def tiny_tape():
     from ..tape.columns import _COLUMNS
     dtypes = dict(_COLUMNS, V=np.float64)
     return tuple(np.zeros(1, dtypes[name]) for name in TAPE)
-
-
-@njit(**_JIT)
-def size_of(META, IAUX, i):
-    m = META[i]
-    return 1 if m < 0 else IAUX[m]
-
-
-@njit(**_JIT)
-def extras_at(META, IAUX, i):
-    m = META[i]
-    return m + 2 + IAUX[m + 1]
 
 
 @njit(**_JIT)
@@ -61,11 +64,10 @@ def mark_reached(j, OP, OFF, META, IAUX, G, live):
     it (``wants``)."""
     if live[j] == 0:
         live[j] = 1
-        m = META[j]
-        if m < 0:
+        if META[j] < 0:
             G[OFF[j]] = 0.0
         elif OP[j] != OP_CONST:
-            zero(G, OFF[j], IAUX[m])
+            zero(G, OFF[j], size_of(META, IAUX, j))
 
 
 @njit(**_JIT)

@@ -5,8 +5,7 @@ values are stored as (nb, N, K), y[b] read transposed (a linear layer's weight, 
 in place): element (k, n) of y[b] is at ``k * ysk + n * ysn``."""
 from numba import njit
 
-from ..tape.columns import Y_TRANSPOSED
-from .layout import extras_at, wants
+from .layout import Y_TRANSPOSED, extras_at, product_dims, wants
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -14,11 +13,10 @@ _JIT = dict(cache=True, error_model="numpy")
 @njit(**_JIT)
 def dims(i, META, IAUX):
     """(nb, M, K, N, ysk, ysn) of product entry i: its dims and y's strides along k, n."""
-    e = extras_at(META, IAUX, i)
-    K, N = IAUX[e + 2], IAUX[e + 3]
-    if IAUX[e + 4] & Y_TRANSPOSED:
-        return IAUX[e], IAUX[e + 1], K, N, 1, K
-    return IAUX[e], IAUX[e + 1], K, N, N, 1
+    nb, M, K, N, mode = product_dims(IAUX, extras_at(META, IAUX, i))
+    if mode & Y_TRANSPOSED:
+        return nb, M, K, N, 1, K
+    return nb, M, K, N, N, 1
 
 
 @njit(inline="always", **_JIT)

@@ -6,7 +6,7 @@ from numba import njit, uint64
 
 from .generated import (OP_AMAX, OP_AMIN, OP_MAX_ALL, OP_MEAN, OP_MEAN_DIM, OP_MIN_ALL, OP_PROD,
                         OP_PROD_DIM, OP_SUM, OP_SUM_DIM)
-from .layout import extras_at, offsets, pad4, size_of
+from .layout import extras_at, ndim_at, offsets, pad4, shape_at, size_of
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -28,8 +28,8 @@ def reduce_map(i, A, OFF, META, IAUX, omap):
     if ma < 0:
         omap[0] = 0
     else:
-        offsets(IAUX, ma + 2, extras_at(META, IAUX, i), IAUX[ma + 1], omap)
-    return (1 if ma < 0 else IAUX[ma]), size_of(META, IAUX, i), OFF[a], OFF[i]
+        offsets(IAUX, shape_at(ma), extras_at(META, IAUX, i), ndim_at(IAUX, ma), omap)
+    return size_of(META, IAUX, a), size_of(META, IAUX, i), OFF[a], OFF[i]
 
 
 @njit(**_JIT)
@@ -239,12 +239,13 @@ def reverse(i, tape, G, scratch, omap):
         return
     ma = META[A[i]]
     if (op == OP_SUM or op == OP_SUM_DIM or op == OP_MEAN or op == OP_MEAN_DIM) and ma >= 0 \
-            and IAUX[ma + 1] <= 4:
+            and ndim_at(IAUX, ma) <= 4:
         # a sum over dims: the output's adjoints spread back along the input's loops,
         # without the offset map (writing and reading it cost more than the sweep)
-        scale = 1.0 if op == OP_SUM or op == OP_SUM_DIM else size_of(META, IAUX, i) / IAUX[ma]
-        _spread(G, OFF[A[i]], OFF[i], IAUX, ma + 2, extras_at(META, IAUX, i), IAUX[ma + 1],
-                scale)
+        scale = 1.0 if op == OP_SUM or op == OP_SUM_DIM else \
+            size_of(META, IAUX, i) / size_of(META, IAUX, A[i])
+        _spread(G, OFF[A[i]], OFF[i], IAUX, shape_at(ma), extras_at(META, IAUX, i),
+                ndim_at(IAUX, ma), scale)
         return
     nin, nout, oa, oi = reduce_map(i, A, OFF, META, IAUX, omap)
     o = omap

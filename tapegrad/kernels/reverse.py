@@ -18,7 +18,8 @@ from .generated import (CAT_FIRST, CAT_LAST, EW_LAST, GATHER_FIRST, GATHER_LAST,
                         HOST_LAST, INDEX_FIRST, INDEX_LAST, MATMUL_FIRST, MATMUL_LAST, OP_CONST,
                         OP_WHERE, RESHAPE_FIRST, RESHAPE_LAST, SOFTMAX_FIRST, SOFTMAX_LAST,
                         SOURCE_FIRST, SOURCE_LAST, ew_grad)
-from .layout import extras_at, mark_reached, size_of, tiny_tape, wants, zero
+from .layout import (cat_dims, cat_piece, extras_at, mark_reached, product_dims, size_of,
+                     tiny_tape, wants, zero)
 
 _JIT = dict(cache=True, error_model="numpy")
 DONE, CONSUMED, HOST, HOOK, NAN, FUSE, COMPILE = 0, 1, 2, 3, 4, 5, 6      # how a sweep ended
@@ -108,7 +109,7 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
             if check_nan and nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
                 return NAN, i
             continue
-        if op <= EW_LAST and IAUX[META[i]] >= fuse_min:
+        if op <= EW_LAST and size_of(META, IAUX, i) >= fuse_min:
             return FUSE, i     # (its run marks its inputs: fused.run_below)
         for j in (a, b):       # mark_reached, written out (called here, even inlined, it
             if j >= 0 and live[j] == 0:       # made a scalar replay up to 4x slower)
@@ -116,7 +117,7 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
                 if META[j] < 0:
                     G[OFF[j]] = 0.0
                 elif OP[j] != OP_CONST:
-                    zero(G, OFF[j], IAUX[META[j]])
+                    zero(G, OFF[j], size_of(META, IAUX, j))
         slot = -1
         if op <= EW_LAST:
             elementwise.reverse(i, op, OP, A, B, C, C2, OFF, META, IAUX, V, G)
@@ -136,19 +137,19 @@ def _walk(top, tape, G, live, omap, rules, host_min, hooked_done, check_nan, lo,
             softmax.reverse(i, op, OFF[a], OFF[i], META, IAUX, V, G)
         elif CAT_FIRST <= op <= CAT_LAST:
             e = extras_at(META, IAUX, i)
-            for j in range(IAUX[e + 1]):        # zeroed first, marked once known (prune)
-                buf = IAUX[e + 2 + 2 * j]
+            for j in range(cat_dims(IAUX, e)[1]):    # zeroed first, marked once known (prune)
+                buf = cat_piece(IAUX, e, j)[0]
                 if live[buf] == 0:
                     mark_reached(buf, OP, OFF, META, IAUX, G, live)
                     live[buf] = 0
             structural.cat_reverse(i, OFF, META, IAUX, G)
-            for j in range(IAUX[e + 1]):
-                buf = IAUX[e + 2 + 2 * j]
+            for j in range(cat_dims(IAUX, e)[1]):
+                buf = cat_piece(IAUX, e, j)[0]
                 if not prune or _nonzero(buf, OFF, META, IAUX, G):
                     live[buf] = 1
         elif MATMUL_FIRST <= op <= MATMUL_LAST:
-            e = extras_at(META, IAUX, i)
-            if IAUX[e] * IAUX[e + 1] * IAUX[e + 2] * IAUX[e + 3] >= host_min:
+            nb, M, K, N, _ = product_dims(IAUX, extras_at(META, IAUX, i))
+            if nb * M * K * N >= host_min:
                 return HOST, i
             slot = SLOT[op]
         elif HOST_FIRST <= op <= HOST_LAST:
@@ -203,9 +204,9 @@ def nan_in_inputs(i, OP, A, B, OFF, META, IAUX, G):
         return True
     if CAT_FIRST <= OP[i] <= CAT_LAST:
         e = extras_at(META, IAUX, i)
-        for j in range(IAUX[e + 1]):
-            if wants(IAUX[e + 2 + 2 * j], OP) and _nan_in(IAUX[e + 2 + 2 * j], OFF, META,
-                                                           IAUX, G):
+        for j in range(cat_dims(IAUX, e)[1]):
+            buf = cat_piece(IAUX, e, j)[0]
+            if wants(buf, OP) and _nan_in(buf, OFF, META, IAUX, G):
                 return True
     return False
 

@@ -13,19 +13,13 @@ import numpy as np
 from numba import njit
 
 from .generated import OP_LOGSUMEXP, OP_SOFTMAX
-from .layout import extras_at
+from .layout import extras_at, softmax_rows
 from .reduce import full_sum
 from .vmath import LANES, lanes_exp
 
 _JIT = dict(cache=True, error_model="numpy")
 SCALAR_MAX = 16     # rows up to this long take libm's exp, element by element: a short
                     # vector's eager softmax runs in Python (``softmax_ops``), in this order
-
-
-@njit(**_JIT)
-def _rows(META, IAUX, i):
-    e = extras_at(META, IAUX, i)
-    return IAUX[e], IAUX[e + 1], IAUX[e + 2]
 
 
 @njit(inline="always", **_JIT)
@@ -105,7 +99,7 @@ def rows_forward(op, X, xo, Y, yo, outer, n, inner):
 def forward(i, op, src, dst, META, IAUX, V):
     """V[dst + ...] = softmax, log_softmax or logsumexp of V[src + ...] (``rows_forward``,
     with the argument types of an eager call: one compiled signature)."""
-    outer, n, inner = _rows(META, IAUX, i)
+    outer, n, inner = softmax_rows(IAUX, extras_at(META, IAUX, i))
     rows_forward(np.int64(op), V, src, V, dst, outer, n, inner)
 
 
@@ -113,7 +107,7 @@ def forward(i, op, src, dst, META, IAUX, V):
 def reverse(i, op, oa, oi, META, IAUX, V, G):
     """Add the input's adjoint: softmax r (g - <g, r>); log_softmax g - exp(r) sum(g);
     logsumexp g exp(x - r)."""
-    outer, n, inner = _rows(META, IAUX, i)
+    outer, n, inner = softmax_rows(IAUX, extras_at(META, IAUX, i))
     for p in range(outer):
         for q in range(inner):
             base = p * n * inner + q
@@ -139,7 +133,7 @@ def reverse(i, op, oa, oi, META, IAUX, V, G):
 def tangent(i, op, oa, oi, META, IAUX, V, T):
     """The output's tangent: softmax r (t - <t, r>); log_softmax t - <t, exp(r)>;
     logsumexp <t, exp(x - r)>."""
-    outer, n, inner = _rows(META, IAUX, i)
+    outer, n, inner = softmax_rows(IAUX, extras_at(META, IAUX, i))
     for p in range(outer):
         for q in range(inner):
             base = p * n * inner + q

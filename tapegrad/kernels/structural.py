@@ -7,7 +7,7 @@ from numba import njit
 
 from .generated import GATHER_FIRST, GATHER_LAST, INDEX_FIRST, INDEX_LAST
 from .elementwise import tangent_of
-from .layout import extras_at, offsets, pad4, size_of, wants
+from .layout import cat_dims, cat_piece, extras_at, ndim_at, offsets, pad4, shape_at, size_of, wants
 
 _JIT = dict(cache=True, error_model="numpy")
 
@@ -19,13 +19,15 @@ def is_element(i, op, META, IAUX):
     tape, a call of ``move`` or ``gather_reverse`` cost more than the move (a replay of
     ``x[k]`` entries ran 6x slower).  (Two helpers: one that returned the offset or -1
     was not folded into the sweeps' loops, and kept most of the cost.)"""
-    return GATHER_FIRST <= op <= GATHER_LAST and IAUX[META[i] + 1] == 0
+    return GATHER_FIRST <= op <= GATHER_LAST and ndim_at(IAUX, META[i]) == 0
 
 
 @njit(inline="always", **_JIT)
 def element_at(i, a, OFF, META, IAUX):
-    """The arena offset of the element that one-element gather i reads."""
-    return OFF[a] + IAUX[META[i] + 2]
+    """The arena offset of the element that one-element gather i reads: its extras are
+    the base offset alone, where a 0-d entry's shape would start (read there, not at
+    ``extras_at``: one load less on the scalar path)."""
+    return OFF[a] + IAUX[shape_at(META[i])]
 
 
 @njit(**_JIT)
@@ -39,10 +41,9 @@ def move(i, op, a, OFF, META, IAUX, X, omap, C):
         X[oi] = X[element_at(i, a, OFF, META, IAUX)]
     elif GATHER_FIRST <= op <= GATHER_LAST:
         m = META[i]
-        nd = IAUX[m + 1]
-        e = m + 2 + nd
+        e = extras_at(META, IAUX, i)         # (base, a stride per dim)
         base = OFF[a] + IAUX[e]
-        offsets(IAUX, m + 2, e + 1, nd, omap)
+        offsets(IAUX, shape_at(m), e + 1, ndim_at(IAUX, m), omap)
         for k in range(n):
             X[oi + k] = X[base + omap[k]]
     elif INDEX_FIRST <= op <= INDEX_LAST:
@@ -64,11 +65,11 @@ def concatenate(i, OFF, META, IAUX, X, reached):
     do) contributes zeros.  (``reached`` is read as it is: a mask made per entry would
     cost an allocation per entry, and one of the tape's length in the tangent sweep.)"""
     e = extras_at(META, IAUX, i)
-    outer, nin = IAUX[e], IAUX[e + 1]
+    outer, nin = cat_dims(IAUX, e)
     pos = OFF[i]
     for o in range(outer):
         for j in range(nin):
-            buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
+            buf, inner = cat_piece(IAUX, e, j)
             src = OFF[buf] + o * inner
             ok = reached.shape[0] == 0 or reached[buf] != 0
             for q in range(inner):
@@ -92,12 +93,11 @@ def where_reverse(i, OP, A, B, OFF, META, IAUX, V, G):
 def gather_reverse(i, A, OFF, META, IAUX, G, omap):
     """(Not for one element: the sweep adds that one itself, ``is_element``.)"""
     m = META[i]
-    nd = IAUX[m + 1]
-    e = m + 2 + nd
-    base = OFF[A[i]] + IAUX[e]
+    nd, shp, e = ndim_at(IAUX, m), shape_at(m), extras_at(META, IAUX, i)
+    base = OFF[A[i]] + IAUX[e]             # (extras: base, a stride per dim)
     oi = OFF[i]
     if nd <= 4:            # nested loops, no offset map (a broadcast bias: rows of a sum)
-        s0, s1, s2, s3 = pad4(IAUX, m + 2, nd, 1)
+        s0, s1, s2, s3 = pad4(IAUX, shp, nd, 1)
         t0, t1, t2, t3 = pad4(IAUX, e + 1, nd, 0)
         k = oi
         for i0 in range(s0):
@@ -118,8 +118,8 @@ def gather_reverse(i, A, OFF, META, IAUX, G, omap):
                             G[o + i3 * t3] += G[k + i3]
                     k += s3
         return
-    offsets(IAUX, m + 2, e + 1, nd, omap)
-    for k in range(IAUX[m]):
+    offsets(IAUX, shp, e + 1, nd, omap)
+    for k in range(size_of(META, IAUX, i)):
         G[base + omap[k]] += G[oi + k]
 
 
@@ -134,11 +134,11 @@ def index_reverse(i, A, OFF, META, IAUX, G):
 @njit(**_JIT)
 def cat_reverse(i, OFF, META, IAUX, G):
     e = extras_at(META, IAUX, i)
-    outer, nin = IAUX[e], IAUX[e + 1]
+    outer, nin = cat_dims(IAUX, e)
     pos = OFF[i]
     for o in range(outer):
         for j in range(nin):
-            buf, inner = IAUX[e + 2 + 2 * j], IAUX[e + 3 + 2 * j]
+            buf, inner = cat_piece(IAUX, e, j)
             dst = OFF[buf] + o * inner
             for t in range(inner):
                 G[dst + t] += G[pos + t]

@@ -18,7 +18,8 @@ from .generated import (BROADCAST_FIRST, BROADCAST_LAST, CAT_FIRST, CAT_LAST, CO
                         EW_LAST, GATHER_FIRST, HOST_FIRST, HOST_LAST, INDEX_LAST, MATMUL_FIRST,
                         MATMUL_LAST, OP_WHERE, REDUCE_FIRST, REDUCE_LAST, SOFTMAX_FIRST,
                         SOFTMAX_LAST, SOURCE_FIRST, SOURCE_LAST, STOP_LAST)
-from .layout import extras_at, size_of, tiny_tape
+from .layout import (cat_dims, cat_piece, extras_at, function_input_at, function_inputs, size_of,
+                     tiny_tape)
 from .reverse import DONE, HOST, NEVER, RULE, RULES, sweep
 
 _JIT = dict(cache=True, error_model="numpy")
@@ -57,13 +58,13 @@ def _walk(lo, hi, tape, T, has, scratch, omap, fuse_min):
         reached = (a >= 0 and has[a] != 0) or (b >= 0 and has[b] != 0)
         if CAT_FIRST <= op <= CAT_LAST:
             e = extras_at(META, IAUX, i)
-            for j in range(IAUX[e + 1]):
-                if has[IAUX[e + 2 + 2 * j]]:
+            for j in range(cat_dims(IAUX, e)[1]):
+                if has[cat_piece(IAUX, e, j)[0]]:
                     reached = True
         elif HOST_FIRST <= op <= HOST_LAST:
             e = extras_at(META, IAUX, i)
-            for j in range(IAUX[e + 1]):
-                if has[IAUX[e + 2 + j]]:
+            for j in range(function_inputs(IAUX, e)):
+                if has[IAUX[function_input_at(e, j)]]:
                     return HOST, i
             has[i] = 0
             continue
@@ -73,7 +74,7 @@ def _walk(lo, hi, tape, T, has, scratch, omap, fuse_min):
         has[i] = 1
         oi = OFF[i]
         if op <= EW_LAST:
-            if META[i] >= 0 and IAUX[META[i]] >= fuse_min:
+            if size_of(META, IAUX, i) >= fuse_min:
                 return RULE, i
             elementwise.tangent(i, op, A, B, C, C2, OFF, META, IAUX, V, T, has)
         elif op == OP_WHERE:

@@ -4,7 +4,9 @@ An entry gives the op's name, its kind (which sweep branch runs it), its arity, 
 PyTorch Node name that graph views show, and for elementwise ops the forward rule and
 the reverse (adjoint) rule as scalar expressions.  Everything else is derived from
 this table: the opcodes, the Tensor methods, the generated dispatch of the compiled
-sweeps (``tapegrad/kernels/generated.py``), Node names and the per-op tests.
+sweeps (``generated.py``, which ``kernels/codegen.py`` writes into the kernel cache's
+folder at import, never into the package: ``kernels/__init__.py``), Node names and the
+per-op tests.
 
 Rule expressions are written in the names
   ``x``, ``y``  the operands (``y`` is the constant for a tensor-and-scalar op),

@@ -192,7 +192,7 @@ def _check_supported(r):
 def _broadcast_map(r, i):
     """(x position, y position) per output element of broadcast entry i, in the
     kernel's loop order (``kernels.broadcast``)."""
-    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = (int(v) for v in r.extras(i)[:12])
+    s0, s1, s2, s3, a0, a1, a2, a3, b0, b1, b2, b3 = r.broadcast_loops(i)
     return [(i0 * a0 + i1 * a1 + i2 * a2 + i3 * a3, i0 * b0 + i1 * b1 + i2 * b2 + i3 * b3)
             for i0 in range(s0) for i1 in range(s1) for i2 in range(s2) for i3 in range(s3)]
 

@@ -10,6 +10,7 @@ never reaches the others.  ``stats`` reports the entry counts before and after.
 import numpy as np
 
 from ..ops.table import CODE, kind_range
+from ..tape import layout_codec as codec
 
 _SOURCES = kind_range("source")
 _HOST = kind_range("host")
@@ -33,16 +34,15 @@ def _buffer_refs(r, i):
     """Positions in IAUX that hold buffer indices of entry i (cat inputs, where's
     condition)."""
     op = r.OP[i]
-    m = r.META[i]
-    if m < 0:
+    if r.META[i] < 0:
         return []
-    e = m + 2 + r.IAUX[m + 1]
+    e = int(codec.extras_at(r.META, r.IAUX, i))
     if op == _WHERE:
         return [e]
     if _CAT[0] <= op <= _CAT[1]:
-        return [e + 2 + 2 * j for j in range(r.IAUX[e + 1])]
+        return [codec.cat_buffer_at(e, j) for j in range(codec.cat_dims(r.IAUX, e)[1])]
     if _HOST[0] <= op <= _HOST[1]:
-        return [e + 2 + j for j in range(r.IAUX[e + 1])]
+        return [codec.function_input_at(e, j) for j in range(codec.function_inputs(r.IAUX, e))]
     return []
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from .. import dtypes
 from ..ops.table import BY_CODE, KINDS
 from ..tape import HIDDEN
+from ..tape import layout_codec as codec
 from ..tracing import G_ARGMAX, G_ARGMIN, G_EQUAL, G_TRUTH
 
 MAX_NDIM = 64                       # dims a buffer may have (PyTorch's limit)
@@ -112,13 +113,14 @@ class _Checker:
         self.fail_at((META < -1) | (arr & (META > ni - 2)),
                      f"a metadata position (META) outside IAUX (length {ni})")
         m = np.where(arr, META, 0)
-        nd = np.where(arr, IAUX[m + 1] if ni >= 2 else 0, 0)
+        nd = np.where(arr, codec.ndim_at(IAUX, m) if ni >= 2 else 0, 0)
+        shp = codec.shape_at(m)
         self.fail_at(arr & ((nd < 0) | (nd > MAX_NDIM)), f"a number of dims outside 0..{MAX_NDIM}")
-        self.fail_at(arr & (m + 2 + nd > ni), "a shape that runs past the end of IAUX")
-        size = np.where(arr, IAUX[m] if ni else 1, 1)
+        self.fail_at(arr & (shp + nd > ni), "a shape that runs past the end of IAUX")
+        size = np.where(arr, codec.size_at(IAUX, m) if ni else 1, 1)
         prod, loops = np.ones(self.n), np.ones(self.n)
         for d in range(int(nd.max(initial=0))):
-            dim = np.where(arr & (d < nd), IAUX[np.minimum(m + 2 + d, ni - 1)], 1)
+            dim = np.where(arr & (d < nd), IAUX[np.minimum(shp + d, ni - 1)], 1)
             self.fail_at(dim < 0, "a negative dim in its shape")
             prod *= dim.astype(np.float64)       # exact up to 2**53, past which it is too big
             loops *= np.maximum(dim, 1).astype(np.float64)
@@ -127,7 +129,8 @@ class _Checker:
                      f"arena holds ({self.nv} values)")
         self.fail_at(arr & (size == 0) & (loops > EMPTY_MOST),
                      f"an empty shape whose other dims span more than {EMPTY_MOST} elements")
-        self.size, self.nd, self.ex = size, nd, np.where(arr, m + 2 + nd, ni)
+        self.size, self.nd = size, nd
+        self.ex = np.where(arr, shp + nd, ni)       # (the extras follow the shape)
         self.sizes = size.tolist()          # (Python ints: products of them cannot wrap)
         self.fail_at(~arr & self.is_kind("where", "gather", "index", "reduce", "matmul", "cat",
                                           "softmax", "broadcast"),
@@ -190,8 +193,8 @@ class _Checker:
     def shape(self, i):
         if self.META[i] < 0:
             return []
-        m = int(self.META[i])
-        return self.IAUX[m + 2:m + 2 + int(self.nd[i])].tolist()
+        s = codec.shape_at(int(self.META[i]))
+        return self.IAUX[s:s + int(self.nd[i])].tolist()
 
     def entry(self, i, j, what):
         """``j`` must be an entry before i."""

@@ -2,6 +2,9 @@
 values and metadata are."""
 import numpy as np
 
+from . import layout_codec as codec
+from .layout_codec import SINGLE, Y_TRANSPOSED
+
 CONSUMED = 1     # FLAGS: swept by a backward without retain_graph
 HIDDEN = 2       # an internal step of a composite op (a broadcast)
 HOOKED = 4       # hooks wait for this entry: the sweep stops there
@@ -9,7 +12,6 @@ _COLUMNS = (("OP", np.int16), ("A", np.int64), ("B", np.int64), ("C", np.float64
             ("C2", np.float64), ("OFF", np.int64), ("META", np.int64), ("FLAGS", np.uint8),
             ("IAUX", np.int64))
 COLUMNS = tuple(name for name, _ in _COLUMNS if name != "IAUX")   # per-entry columns
-SINGLE, Y_TRANSPOSED = 1, 2   # a product's mode bits (extras[4]): float32 BLAS; y stored (N, K)
 
 
 def y_blocks(flat, nb, K, N, transposed):
@@ -28,32 +30,44 @@ def strided_offsets(shape, strides, base=0):
 
 
 class Layout:
-    """The entry layout, read in Python (``kernels/layout.py`` reads it in compiled code):
-    entry i's values at ``V[OFF[i]:]``; unless it is a 0-d scalar (``META[i] < 0``),
-    ``IAUX[META[i]:]`` holds ``[size, ndim, *shape, *extras]``.  One reader for the tape,
-    a frozen recording (``replay.record.Record``) and ``create_graph``'s walk."""
+    """The entry layout, read in Python (``layout_codec``'s functions, which
+    ``kernels/layout.py`` compiles): entry i's values at ``V[OFF[i]:]``; unless it is a 0-d
+    scalar (``META[i] < 0``), ``IAUX[META[i]:]`` holds ``[size, ndim, *shape, *extras]``.
+    One reader for the tape, a frozen recording (``replay.record.Record``) and
+    ``create_graph``'s walk."""
 
     def size(self, i):
         """Number of values in buffer ``i``."""
-        m = self.META[i]
-        return 1 if m < 0 else int(self.IAUX[m])
+        return int(codec.size_of(self.META, self.IAUX, i))
+
+    def sizes(self, lo, hi):
+        """The sizes of buffers ``lo..hi-1``, as an array."""
+        m = self.META[lo:hi]
+        return np.where(m < 0, 1, codec.size_at(self.IAUX, np.maximum(m, 0)))
 
     def shape(self, i):
         m = self.META[i]
         if m < 0:
             return ()
-        IAUX = self.IAUX
-        return tuple(IAUX[m + 2:m + 2 + IAUX[m + 1]].tolist())
+        s = codec.shape_at(m)
+        return tuple(self.IAUX[s:s + codec.ndim_at(self.IAUX, m)].tolist())
 
     def extras(self, i):
         """The kind-specific extras of entry ``i`` (a view of the rest of IAUX)."""
-        m = self.META[i]
-        return self.IAUX[m + 2 + self.IAUX[m + 1]:]
+        return self.IAUX[codec.extras_at(self.META, self.IAUX, i):]
 
+    # (a kind's extras below: read from ``extras``, a view that starts at them)
     def cat_pieces(self, i):
         """(outer, [(buffer, inner), ...]) of a concatenation entry."""
         ex = self.extras(i)
-        return int(ex[0]), [(int(ex[2 + 2 * j]), int(ex[3 + 2 * j])) for j in range(int(ex[1]))]
+        outer, n = codec.cat_dims(ex, 0)
+        return int(outer), [tuple(int(v) for v in codec.cat_piece(ex, 0, j)) for j in range(n)]
+
+    def function_inputs(self, i):
+        """The input buffers of a custom Function's output entry."""
+        ex = self.extras(i)
+        return [int(ex[codec.function_input_at(0, j)])
+                for j in range(codec.function_inputs(ex, 0))]
 
     def gather_sources(self, i):
         """Per output element of gather entry i, the input element it reads (extras:
@@ -77,14 +91,18 @@ class Layout:
 
     def softmax_dims(self, i):
         """(outer, n, inner) of a softmax entry: rows of n values, ``inner`` apart."""
-        outer, n, inner = (int(v) for v in self.extras(i)[:3])
+        outer, n, inner = (int(v) for v in codec.softmax_rows(self.extras(i), 0))
         return outer, n, inner
+
+    def broadcast_loops(self, i):
+        """(s0..s3, a0..a3, b0..b3) of a broadcast entry."""
+        return tuple(int(v) for v in codec.broadcast_loops(self.extras(i), 0))
 
     def product(self, i):
         """(nb, M, K, N, dtype, y_transposed) of a matrix-product entry, x (nb, M, K) @
         y (nb, K, N): the dtype its BLAS runs in, and whether y's values are stored as
         (nb, N, K) (a weight read in place, transposed)."""
-        nb, M, K, N, mode = (int(v) for v in self.extras(i)[:5])
+        nb, M, K, N, mode = (int(v) for v in codec.product_dims(self.extras(i), 0))
         return nb, M, K, N, np.float32 if mode & SINGLE else np.float64, bool(mode & Y_TRANSPOSED)
 
     def value(self, i):
