@@ -395,3 +395,51 @@ def test_all_and_any_match_pytorch(both):
                 a.all(dim=1, keepdim=True).tolist()]
     torch_out, tg_out = both(program)
     assert torch_out == tg_out
+
+
+def test_a_constant_made_to_require_grad_after_its_use_gets_no_gradient(both):
+    """Its entry is a constant's: no gradient reaches the tensor (it got one, unzeroed
+    memory for an array, before the engine delivered leaf entries only)."""
+    def program(m):
+        out = []
+        for shape in [(), (3,)]:
+            w = m.ones(shape, dtype=m.float32, requires_grad=True)
+            c = m.ones(shape, dtype=m.float32) * 2
+            y = (c * w * 3).sum()
+            c.requires_grad_()
+            y.backward()
+            out.append((c.grad, w.grad.tolist()))
+        return out
+    torch_out, tg_out = both(program)
+    assert torch_out == tg_out == [(None, 6.0), (None, [6.0, 6.0, 6.0])]
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_a_leaf_given_a_history_in_place_after_its_use_raises_pytorchs_error(
+        both, create_graph):
+    def program(m):
+        x = m.ones(2, requires_grad=True)
+        y = (x * 3).sum()
+        x.requires_grad_(False)
+        x.mul_(m.ones(2, requires_grad=True))
+        with pytest.raises(RuntimeError, match="leaf variable has been moved into the graph "
+                                               "interior"):
+            y.backward(create_graph=create_graph)
+    both(program)
+
+
+def test_a_tensor_detached_in_place_after_its_use_on_another_tape_passes_gradients_on(both):
+    """An external entry goes on to the entry it stood for when it was recorded
+    (``tape.foreign``), as PyTorch's graph keeps the edge to the old ``grad_fn``."""
+    import contextlib
+
+    def program(m):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 2
+        with m.Tape() if m is tg else contextlib.nullcontext():
+            z = (y * 3).sum()
+        y.detach_()
+        z.backward()
+        return x.grad.tolist()
+    torch_out, tg_out = both(program)
+    assert torch_out == tg_out == [6.0, 6.0]

@@ -1,15 +1,18 @@
 """The engine: seed output adjoints, run the compiled sweep, hand gradients upward.
 
 A backward may span several tapes (a tensor of an older tape used on a newer one is an
-``external`` source entry there): tapes are swept newest first, and the adjoint that
-reaches an external entry seeds the tensor's own tape.  ``run`` returns the (leaf,
-gradient) pairs it reached; ``autograd.backward`` hands them to AccumulateGrad.  Matrix
+``external`` source entry there, ``tape.foreign`` says which entry of which tape it
+stands for): tapes are swept newest first, and the adjoint that reaches an external
+entry seeds the other tape's entry.  ``run`` takes (tape, entry, seed) triples and
+returns (tape, entry, gradient) triples, one per leaf entry reached; the autograd layer
+finds the leaf tensor in ``tape.sources`` and hands it to AccumulateGrad.  Matrix
 products past ``HOST_MIN_MACS`` are host entries: the sweep stops there, NumPy's BLAS
 computes their adjoints on views of the arenas, and the sweep resumes below them.
 
-The engine works on tapes, arrays and entry indices and imports nothing above it.
-What runs Python of the autograd layer during a sweep (a retained tensor's
-AccumulateGrad, hooks, custom Functions' hooks, anomaly checks, saved-tensor hooks, the
+The engine works on tapes, arrays and entry indices: it imports nothing above it and
+reads no tensor (``tests/test_layers.py``).  What runs Python of the autograd layer
+during a sweep (a retained tensor's AccumulateGrad, hooks, custom Functions' hooks,
+anomaly checks, saved-tensor hooks and the error of a saved value changed in place, the
 ``create_graph`` sweep, the inputs of an entry for tools that watch) is reached through
 ``CALLBACKS``, which ``tapegrad.autograd`` fills at import.
 """
@@ -17,7 +20,6 @@ import ast
 import collections
 import functools
 import operator
-import re
 import sys
 import threading
 import weakref
@@ -36,12 +38,14 @@ from ..kernels.threads import one_blas_thread
 
 class Callbacks:
     """The autograd layer's Python, as the engine calls it (set by tapegrad.autograd)."""
-    accumulate = None             # (tensor, gradient): AccumulateGrad of a retained tensor
+    retained = None               # (t, e, gradient): AccumulateGrad of the tensor retaining e
     at_hook = None                # (t, i, G, live, resume) -> (top, done): hooks of entry i
     function_output_hooks = None  # (t, group, G, live): hooks on a custom Function's outputs
     checking_nan = None           # () -> bool: anomaly mode's NaN check is on
     raise_nan = None              # (t, i, G, live): anomaly mode's error if entry i sent a NaN
     saved_slots = None            # (t, i) -> [(what, buffer, shown)]: what entry i saved
+    modified_error = None         # (t, hit, record) -> the error for saved entry hit, stale
+                                  # since the in-place op of ``t.autograd.modified`` record
     drop_consumed = None          # (t, live): saved_tensors_hooks' packed values let go
     inputs_of = None              # (t, i) -> buffers: an entry's inputs (graph views)
     recorded_sweep = None         # create_graph's sweep_tape (tensor adjoints)
@@ -94,24 +98,22 @@ _RELEASE = operator.methodcaller("release")
 _EXHAUST = functools.partial(collections.deque, maxlen=0)
 
 
-def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=False):
-    """Sweep from ``outputs`` seeded with ``seeds``.  Returns ``(deliveries, found)``:
-    a list of (leaf, gradient) pairs, one per leaf entry reached (a leaf used on two
-    tapes appears twice), and the summed adjoints of the ``wanted`` tensors (None
-    where not reached).  Gradients are floats for 0-d float64 leaves, else float64
-    arrays; with ``create_graph`` (seeds are tensors) they are tensors whose computation
-    is recorded (``recorded_backward``)."""
+def run(roots, retain_graph, want=None, observe=None, create_graph=False):
+    """Sweep from ``roots``, (tape, entry, seed) triples.  Returns ``(deliveries,
+    found)``: (tape, entry, gradient) triples, one per leaf entry reached (a leaf used on
+    two tapes has an entry on each; its tensor is ``tape.sources[entry]``), and the
+    summed adjoints of the entries ``want`` asks for (a ``Wanted``; None where not
+    reached).  Gradients are floats for 0-d float64 entries, else float64 arrays (views
+    of the adjoints: copy to keep); with ``create_graph`` (seeds are tensors) they are
+    tensors whose computation is recorded (``recorded_backward``)."""
     sweep_tape = CALLBACKS.recorded_sweep if create_graph else _sweep_tape
-    want_at = Wanted(wanted) if wanted else _NOTHING_WANTED
-    found = [None] * len(wanted)
+    want_at = _NOTHING_WANTED if want is None else want
+    found = [None] * want_at.count
     deliveries = []
     pending, tapes, swept = {}, {}, []
-    for out, s in zip(outputs, seeds):
-        if out._t is None:
-            deliveries.append((out, s))
-            continue
-        tapes[out._t.uid] = out._t
-        pending.setdefault(out._t.uid, []).append((out._i, s))
+    for t, e, s in roots:
+        tapes[t.uid] = t
+        pending.setdefault(t.uid, []).append((e, s))
     held = []       # locks of the tapes this backward holds: one sweeps a tape at a time,
     releases = map(_RELEASE, held)    # and one that consumes it lets no other read it
     try:            # meanwhile (PyTorch's concurrent backwards: one succeeds, the others
@@ -127,33 +129,29 @@ def run(outputs, seeds, retain_graph, wanted=(), observe=None, create_graph=Fals
                 consume_swept(t, live)
     finally:
         _EXHAUST(releases)            # (a list's iterator: the locks listed since too)
-    if wanted:
-        leaf_pos = {id(w): k for k, w in enumerate(wanted) if w._t is None}
-        for leaf, g in deliveries:
-            k = leaf_pos.get(id(leaf))
-            if k is not None:
-                found[k] = g if found[k] is None else found[k] + g
     return deliveries, found
 
 
 class Wanted(dict):
-    """The requested inputs of ``grad`` / ``backward(inputs=...)``: (tape uid, entry) ->
-    position for tensors with a history, and the ids of the leaves.  ``toward(t)`` tells
-    which buffers of tape t lead to one of them: only those Nodes run their custom
-    Function's backward and their hooks, as PyTorch executes only the part of the graph
-    that the inputs need."""
+    """The requested inputs of ``grad`` / ``backward(inputs=...)``, as the autograd layer
+    names them: (tape uid, entry) -> position for tensors with a history, ``leaves`` (the
+    ids of the requested leaf tensors: the source entries holding one of them, matched
+    by identity in ``tape.sources``), ``count`` positions in all (a leaf's gradient is
+    what the deliveries bring it).  ``toward(t)`` tells which buffers of tape t lead to
+    one of them: only those Nodes run their custom Function's backward and their hooks,
+    as PyTorch executes only the part of the graph that the inputs need."""
 
-    def __init__(self, wanted):
-        super().__init__(((w._t.uid, w._i), k) for k, w in enumerate(wanted) if w._t is not None)
-        self.leaves = {id(w) for w in wanted if w._t is None}
-        self.any = bool(wanted)
+    def __init__(self, entries=(), leaves=frozenset(), count=0):
+        super().__init__(entries)
+        self.leaves, self.count = leaves, count
+        self.any = count > 0
 
     def toward(self, t):
         """None when nothing was requested (everything is needed), else ``needed(b)``:
         does buffer b (of the first ``t.n``) lead to a requested input?  All entries are
         answered at once by the compiled ``reach``: an entry's inputs are its A and B
         columns but for a cat's pieces and a custom Function's inputs, asked of
-        ``inputs_of``.  A tensor of another tape may lead to one (kept)."""
+        ``inputs_of``.  An entry standing for another tape's may lead to one (kept)."""
         if not self.any:
             return None
         n = t.n
@@ -161,8 +159,9 @@ class Wanted(dict):
         for uid, e in self:
             if uid == t.uid and e < n:
                 seed[e] = 1
-        for e, src in tuple(t.sources.items()):
-            if e < n and (id(src) in self.leaves or src._t is not None):
+        leaves = self.leaves
+        for e, src in t.sources.items():
+            if id(src) in leaves or e in t.foreign:
                 seed[e] = 1
         listed = np.full(n, -1, np.int64)
         ins = []
@@ -326,45 +325,51 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
         err = modified_saved_error(t, live, n)
         if err is not None:
             raise err
-
-    def adjoint(e, shape):
-        return G[OFF[e]:OFF[e] + t.size(e)].reshape(shape)
-
-    sources = [(e, s) for e, s in tuple(t.sources.items()) if e < n]   # (t's thread may
-    # add sources meanwhile)
-    if sources:
-        ents = [e for e, _ in sources]
-        at = np.array(ents)
-        offs = OFF[at]
-        reached = live[at].tolist()
-        first = G[offs].tolist() if len(ents) > 32 else None   # (vectorised: pays off)
-        offs = offs.tolist()
-        for k, (_, src) in enumerate(sources):
-            if not reached[k]:
-                continue
-            d = src._d
-            o = offs[k]
-            if d.__class__ is float:    # a 0-d float64 source: its whole gradient
-                g = first[k] if first is not None else float(G[o])
-            else:
-                g = G[o:o + d.size].reshape(d.shape)   # a copy is made on delivery
-            if src._t is None:
-                deliveries.append((src, g))
-            elif t.OP[ents[k]] == tp.EXTERNAL:
-                tapes[src._t.uid] = src._t
-                pending.setdefault(src._t.uid, []).append((src._i, np.array(g)))
-            # else: a constant that an in-place op gave a history since: it was a
-            # constant here (no gradient), whatever it is now
-    for e, x in tuple(t.autograd.retained.items()):
-        if e < n and live[e]:
-            CALLBACKS.accumulate(x, adjoint(e, x.shape))
+    if t.sources:
+        _deliver(t, G, live, deliveries, pending, tapes)
+    for e in t.autograd.retained:
+        if live[e]:
+            CALLBACKS.retained(t, e, G[OFF[e]:OFF[e] + t.size(e)].reshape(t.shape(e)))
     for (uid, e), k in want_at.items():
         if uid == t.uid and live[e]:
-            g = adjoint(e, t.shape(e)).copy()
+            g = G[OFF[e]:OFF[e] + t.size(e)].reshape(t.shape(e)).copy()
             found[k] = g if found[k] is None else found[k] + g
     if pooled is not None:
         pooled.give_back()      # cleared at the next take, once the views above are gone
     return t, live
+
+
+def _deliver(t, G, live, deliveries, pending, tapes):
+    """The gradients of the source entries of t that the sweep reached, in
+    ``t.sources``' order: a leaf entry's (t, entry, gradient) goes to ``deliveries``, an
+    external entry's seeds the entry it stands for (``t.foreign``) on its tape; a
+    constant's goes nowhere.  A gradient is a float for a 0-d float64 entry (``META <
+    0``), else a view of the adjoints (a copy is made on delivery)."""
+    OP, OFF, META = t.OP, t.OFF, t.META
+    ents = list(t.sources)
+    if len(ents) > 32:          # (vectorised: pays off)
+        at = np.array(ents)
+        at = at[live[at] != 0]
+        ents, ops, metas, first = (at.tolist(), OP[at].tolist(), META[at].tolist(),
+                                   G[OFF[at]].tolist())
+    else:
+        ents = [e for e in ents if live[e]]
+        ops, metas = [OP[e] for e in ents], [META[e] for e in ents]
+        first = [G[OFF[e]] for e in ents]
+    for e, op, m, g in zip(ents, ops, metas, first):
+        if op == tp.CONST:
+            continue
+        if m < 0:
+            g = float(g)
+        else:
+            o = OFF[e]
+            g = G[o:o + t.IAUX[m]].reshape(t.shape(e))
+        if op == tp.LEAF:
+            deliveries.append((t, e, g))
+        else:                            # external: its own tape goes on from there
+            u, k = t.foreign[e]
+            tapes[u.uid] = u
+            pending.setdefault(u.uid, []).append((k, np.array(g)))
 
 
 def modified_saved_error(t, live, n):
@@ -382,7 +387,8 @@ def modified_saved_error(t, live, n):
     made_of = {}
     for j, (e, _) in tuple(t.autograd.bases.items()):
         made_of.setdefault(e, []).append(j)
-    for entry, (ref, now, then, boundary, data) in tuple(t.autograd.modified.items()):
+    for entry, record in t.autograd.modified.items():
+        boundary = record[3]
         stale, todo = {entry}, [entry]
         while todo:
             for j in made_of.get(todo.pop(), ()):
@@ -397,44 +403,8 @@ def modified_saved_error(t, live, n):
             for _, j, shown in CALLBACKS.saved_slots(t, int(i)):
                 hit = j if j in stale else shown if shown in stale else None
                 if hit is not None:
-                    return _modified_error(t, hit, ref(), now, then, data)
+                    return CALLBACKS.modified_error(t, hit, record)
     return None
-
-
-def _modified_error(t, hit, x, now, then, data):
-    """The error for saved entry ``hit``, stale since ``x`` (None: gone) changed."""
-    if data:
-        return RuntimeError(
-            "a value saved for backward was changed through .data (which shares its storage, "
-            "not its version counter) after it was saved: PyTorch's backward would silently "
-            "use the new value, but tapegrad's graph holds the old one, so it cannot compute "
-            "that gradient. Run the forward again after the change (or change the value "
-            "before the forward).")
-    view = t.autograd.bases.get(hit)
-    if view is not None and view[1] is not None:
-        name = re.sub(r"Backward\d*$", "", BY_CODE[int(t.OP[hit])].node)
-        return RuntimeError(
-            f"Output {view[1]} of {name} is a view and its base or another view of its base "
-            "has been modified inplace. This view is the output of a function that returns "
-            "multiple views. Such functions do not allow the output views to be modified "
-            "inplace. You should replace the inplace operation by an out-of-place one.")
-    what = "a tensor"
-    if x is not None:
-        now = x._version
-        kind = {np.dtype(np.float64): "DoubleTensor",
-                np.dtype(np.float32): "FloatTensor"}.get(x._arr.dtype, "Tensor")
-        shape = list(t.shape(hit)) if view is not None else list(x.shape)
-        holder = ("AsStrided" if view is not None else         # (PyTorch's view made again)
-                  re.sub(r"Backward\d*$", "", x.grad_fn.name()) if x.grad_fn is not None
-                  else None)
-        what = f"[tapegrad.{kind} {shape}]" + (f", which is output 0 of {holder}," if holder
-                                              else "")
-    return RuntimeError(
-        "one of the variables needed for gradient computation has been modified by an "
-        f"inplace operation: {what} is at version {now}; expected version {then} "
-        "instead. Hint: enable "
-        "anomaly detection to find the operation that failed to compute its gradient, "
-        "with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
 def _host_function(t, i, G, live, needed=None):

@@ -1,17 +1,21 @@
 """``tapegrad.autograd.backward`` and ``grad``: PyTorch's entry points over the engine.
 
-They validate and seed the outputs, let ``engine.run`` sweep the tapes, and hand the
-gradients it returns to AccumulateGrad (``.grad``, with the leaves' hooks) or return
-them as tensors.  This module also fills the engine's ``CALLBACKS``: the Python of the
-autograd layer that a sweep runs (AccumulateGrad of retained tensors, hooks, anomaly
-checks, saved-tensor hooks, the ``create_graph`` sweep).
+They validate and seed the outputs, let ``engine.run`` sweep the tapes from the
+outputs' entries (``sweep``: the engine takes and returns tapes and entry indices, and
+this maps them to tensors), and hand the gradients it returns to AccumulateGrad
+(``.grad``, with the leaves' hooks) or return them as tensors.  This module also fills
+the engine's ``CALLBACKS``: the Python of the autograd layer that a sweep runs
+(AccumulateGrad of retained tensors, hooks, anomaly checks, the error of a saved value
+changed in place, saved-tensor hooks, the ``create_graph`` sweep).
 """
+import re
 import threading
 import warnings
 
 import numpy as np
 
-from .. import inplace
+from .. import views
+from ..ops.table import BY_CODE
 from ..grad_mode import STATE, set_grad_enabled
 from ..tensor import Size, Tensor, _leaf, _new, _norm
 from . import anomaly, engine, nan_trace
@@ -128,6 +132,29 @@ def accumulate_recorded(x, g):
     return g
 
 
+def sweep(outputs, seeds, retain_graph, inputs=(), create_graph=False, observe=None):
+    """``engine.run`` from tensors ``outputs``: returns the (leaf, gradient) pairs it
+    delivered (an output that is a leaf is its own, first) and the gradient of each of
+    ``inputs`` (None where none reached it)."""
+    roots, leaves = [], []
+    for out, s in zip(outputs, seeds):
+        if out._t is None:
+            leaves.append((out, s))
+        else:
+            roots.append((out._t, out._i, s))
+    want = engine.Wanted((((x._t.uid, x._i), k) for k, x in enumerate(inputs) if x._t is not None),
+                         {id(x) for x in inputs if x._t is None}, len(inputs)) if inputs else None
+    deliveries, found = engine.run(roots, retain_graph, want, observe, create_graph)
+    leaves += [(t.sources[e], g) for t, e, g in deliveries]
+    if want is not None and want.leaves:
+        at = {id(x): k for k, x in enumerate(inputs) if x._t is None}
+        for leaf, g in leaves:
+            k = at.get(id(leaf))
+            if k is not None:
+                found[k] = g if found[k] is None else found[k] + g
+    return leaves, found
+
+
 def _prepare(outputs, grad_outputs, create_graph):
     if anomaly.checking_nan():
         nan_trace.warn_forward(outputs)
@@ -149,7 +176,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         accumulate_recorded if create_graph else _accumulate
     inputs = _distinct(_as_tuple(inputs))
     if inputs:
-        _, found = engine.run(outputs, seeds, retain_graph, inputs, create_graph=create_graph)
+        _, found = sweep(outputs, seeds, retain_graph, inputs, create_graph)
         with _ACCUMULATE:
             for x, g in zip(inputs, found):
                 if g is not None and not (x._t is not None and x._retains):
@@ -157,11 +184,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         return
     if create_graph and not traced:
         warnings.warn(CYCLE_WARNING, UserWarning, stacklevel=3)
-    deliveries, _ = engine.run(outputs, seeds, retain_graph, create_graph=create_graph)
+    deliveries, _ = sweep(outputs, seeds, retain_graph, create_graph=create_graph)
     with _ACCUMULATE:       # leaves shared between threads: no lost updates of .grad
         for leaf, g in deliveries:
             if not leaf._rg:
                 continue
+            if leaf._t is not None:   # (given a history in place since: PyTorch's error)
+                raise RuntimeError("leaf variable has been moved into the graph interior")
             extra = leaf.__dict__
             if "_post_hooks" not in extra:
                 accumulate(leaf, g)
@@ -218,7 +247,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     traced, create_graph = _while_tracing(create_graph)
     seeds = _prepare(outputs, grad_outputs, create_graph)
     distinct = _distinct(inputs)
-    _, found = engine.run(outputs, seeds, retain_graph, distinct, create_graph=create_graph)
+    _, found = sweep(outputs, seeds, retain_graph, distinct, create_graph)
     if traced:
         found = [None if g is None else g.detach() for g in found]
     result = {}
@@ -264,11 +293,58 @@ def _raise_nan(t, i, G, live):
         raise err
 
 
+def _modified_error(t, hit, record):
+    """PyTorch's error for saved entry ``hit`` of tape t, stale since the in-place op
+    that ``t.autograd.modified`` noted as ``record`` ((a weak reference to the tensor
+    changed, its version now, the version saved, the first entry after, through
+    ``.data``)); the engine found it (``engine.modified_saved_error``)."""
+    ref, now, then, _, data = record
+    if data:
+        return RuntimeError(
+            "a value saved for backward was changed through .data (which shares its storage, "
+            "not its version counter) after it was saved: PyTorch's backward would silently "
+            "use the new value, but tapegrad's graph holds the old one, so it cannot compute "
+            "that gradient. Run the forward again after the change (or change the value "
+            "before the forward).")
+    view = t.autograd.bases.get(hit)
+    if view is not None and view[1] is not None:
+        name = re.sub(r"Backward\d*$", "", BY_CODE[int(t.OP[hit])].node)
+        return RuntimeError(
+            f"Output {view[1]} of {name} is a view and its base or another view of its base "
+            "has been modified inplace. This view is the output of a function that returns "
+            "multiple views. Such functions do not allow the output views to be modified "
+            "inplace. You should replace the inplace operation by an out-of-place one.")
+    what = "a tensor"
+    x = ref()
+    if x is not None:
+        now = x._version
+        kind = {np.dtype(np.float64): "DoubleTensor",
+                np.dtype(np.float32): "FloatTensor"}.get(x._arr.dtype, "Tensor")
+        shape = list(t.shape(hit)) if view is not None else list(x.shape)
+        holder = ("AsStrided" if view is not None else         # (PyTorch's view made again)
+                  re.sub(r"Backward\d*$", "", x.grad_fn.name()) if x.grad_fn is not None
+                  else None)
+        what = f"[tapegrad.{kind} {shape}]" + (f", which is output 0 of {holder}," if holder
+                                              else "")
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an "
+        f"inplace operation: {what} is at version {now}; expected version {then} "
+        "instead. Hint: enable "
+        "anomaly detection to find the operation that failed to compute its gradient, "
+        "with torch.autograd.set_detect_anomaly(True, check_nan=False).")
+
+
+def _retained(t, e, g):
+    """AccumulateGrad of the non-leaf tensor that retains entry e's gradient."""
+    _accumulate(t.autograd.retained[e], g)
+
+
 def _register():
     cb = engine.CALLBACKS
-    cb.accumulate, cb.at_hook, cb.function_output_hooks = _accumulate, at_hook, \
+    cb.retained, cb.at_hook, cb.function_output_hooks = _retained, at_hook, \
         function_output_hooks
     cb.checking_nan, cb.raise_nan = anomaly.checking_nan, _raise_nan
+    cb.modified_error = _modified_error
     cb.saved_slots, cb.drop_consumed, cb.inputs_of = saved_slots, drop_consumed, _inputs
     cb.recorded_sweep = sweep_tape
 

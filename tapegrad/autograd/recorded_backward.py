@@ -112,12 +112,12 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
         live[i] = 1
         op = OP[i]
         if tp.LEAF <= op <= tp.EXTERNAL:
-            src = t.sources[i]
             if op == tp.LEAF:
-                deliveries.append((src, g))
+                deliveries.append((t, i, g))
             elif op == tp.EXTERNAL:
-                tapes[src._t.uid] = src._t
-                pending.setdefault(src._t.uid, []).append((src._i, g))
+                u, k = t.foreign[i]
+                tapes[u.uid] = u
+                pending.setdefault(u.uid, []).append((k, g))
             continue
         if FLAGS[i] & tp.CONSUMED:
             raise RuntimeError(tp.SECOND_BACKWARD)

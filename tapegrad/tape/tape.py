@@ -79,6 +79,7 @@ class Tape(Staging):
         self.names = {}          # entry -> Node name of a composite op's last step
         self.autograd = EntryState()   # what autograd keeps per entry (hooks, ...)
         self._ext = {}           # id(foreign tensor) -> its external entry
+        self.foreign = {}        # external entry -> (tape, entry) of the value it stands for
         self.released = False
         self.retired = False     # a backward consumed entries: recording moves on (any thread)
         self._defer = 1          # entries until maintain looks again for an op to move on at
@@ -125,6 +126,7 @@ class Tape(Staging):
             if i is None:
                 i = self._source(EXTERNAL, t)
                 self._ext[id(t)] = i
+                self.foreign[i] = (t._t, t._i)     # where a backward goes on from i
                 # for an in-place op that gives t a new history (inplace.keep_old_history)
                 t.__dict__.setdefault("_ext_tapes", []).append(weakref.ref(self))
             return i

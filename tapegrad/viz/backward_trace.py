@@ -138,7 +138,7 @@ class Frames:
 def trace_backward(output, gradient=None):
     """Run the reverse sweep from ``output`` one entry at a time and record every step.
     The graph is kept and no ``.grad`` is touched: call ``backward()`` afterwards."""
-    from ..autograd import engine, entry_points
+    from ..autograd import entry_points
     frames = []
 
     def observe(t, i, incoming, sent):
@@ -148,7 +148,7 @@ def trace_backward(output, gradient=None):
                                  d.reshape(t.shape(b))) for b, d in sent]})
 
     seeds = entry_points._seeds((output,), None if gradient is None else (gradient,))
-    deliveries, _ = engine.run((output,), seeds, True, observe=observe)
+    deliveries, _ = entry_points.sweep((output,), seeds, True, observe=observe)
     uid = None if output._t is None else output._t.uid
     for leaf, g in deliveries:
         frames.append({"step": len(frames), "entry": leaf._i if leaf._tid == uid else -1,
