@@ -346,17 +346,13 @@ def _deliver(t, G, live, deliveries, pending, tapes):
     constant's goes nowhere.  A gradient is a float for a 0-d float64 entry (``META <
     0``), else a view of the adjoints (a copy is made on delivery)."""
     OP, OFF, META = t.OP, t.OFF, t.META
-    ents = list(t.sources)
-    if len(ents) > 32:          # (vectorised: pays off)
-        at = np.array(ents)
+    if len(t.sources) > 32:     # (vectorised: pays off)
+        at = np.fromiter(t.sources, np.int64, len(t.sources))
         at = at[live[at] != 0]
-        ents, ops, metas, first = (at.tolist(), OP[at].tolist(), META[at].tolist(),
-                                   G[OFF[at]].tolist())
+        reached = zip(at.tolist(), OP[at].tolist(), META[at].tolist(), G[OFF[at]].tolist())
     else:
-        ents = [e for e in ents if live[e]]
-        ops, metas = [OP[e] for e in ents], [META[e] for e in ents]
-        first = [G[OFF[e]] for e in ents]
-    for e, op, m, g in zip(ents, ops, metas, first):
+        reached = [(e, OP[e], META[e], G[OFF[e]]) for e in t.sources if live[e]]
+    for e, op, m, g in reached:
         if op == tp.CONST:
             continue
         if m < 0:

@@ -295,10 +295,10 @@ def _visible(t, j, hidden=None):
             out.append((accumulate_grad(t.sources[j]), 0, j))
         elif op == _CONST:
             out.append((None, 0, -1))
-        elif op == _EXTERNAL:   # a tensor of another tape: its own node and input_nr
-            x = t.sources[j]
-            x._t.flush()
-            out.extend((node, nr, j) for node, nr, _ in _visible(x._t, x._i))
+        elif op == _EXTERNAL:   # an entry of another tape: its own node and input_nr
+            u, k = t.foreign[j]
+            u.flush()
+            out.extend((node, nr, j) for node, nr, _ in _visible(u, k))
         elif t.FLAGS[j] & HIDDEN:
             if hidden is not None:
                 hidden.add(j)
