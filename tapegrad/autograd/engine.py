@@ -100,8 +100,9 @@ _EXHAUST = functools.partial(collections.deque, maxlen=0)
 
 def run(roots, retain_graph, want=None, observe=None, create_graph=False):
     """Sweep from ``roots``, (tape, entry, seed) triples.  Returns ``(deliveries,
-    found)``: (tape, entry, gradient) triples, one per leaf entry reached (a leaf used on
-    two tapes has an entry on each; its tensor is ``tape.sources[entry]``), and the
+    found)``: (tape, leaf entries, their gradients) triples, one per tape whose leaf
+    entries it reached (a leaf used on two tapes has an entry on each; its tensor is
+    ``tape.sources[entry]``), and the
     summed adjoints of the entries ``want`` asks for (a ``Wanted``; None where not
     reached).  Gradients are floats for 0-d float64 entries, else float64 arrays (views
     of the adjoints: copy to keep); with ``create_graph`` (seeds are tensors) they are
@@ -329,43 +330,59 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
         _deliver(t, G, live, deliveries, pending, tapes)
     for e in t.autograd.retained:
         if live[e]:
-            CALLBACKS.retained(t, e, G[OFF[e]:OFF[e] + t.size(e)].reshape(t.shape(e)))
+            CALLBACKS.retained(t, e, _adjoint(t, G, e))
     for (uid, e), k in want_at.items():
         if uid == t.uid and live[e]:
-            g = G[OFF[e]:OFF[e] + t.size(e)].reshape(t.shape(e)).copy()
+            g = _adjoint(t, G, e).copy()
             found[k] = g if found[k] is None else found[k] + g
     if pooled is not None:
         pooled.give_back()      # cleared at the next take, once the views above are gone
     return t, live
 
 
+def _adjoint(t, G, e):
+    """Entry e's adjoint in G, a view in its shape (read as ``Layout.shape`` does: the
+    tape is flushed)."""
+    o, m = t.OFF[e], t.META[e]
+    if m < 0:
+        return G[o:o + 1].reshape(())
+    IAUX = t.IAUX
+    return G[o:o + IAUX[m]].reshape(IAUX[m + 2:m + 2 + IAUX[m + 1]])
+
+
 def _deliver(t, G, live, deliveries, pending, tapes):
     """The gradients of the source entries of t that the sweep reached, in
-    ``t.sources``' order: a leaf entry's (t, entry, gradient) goes to ``deliveries``, an
-    external entry's seeds the entry it stands for (``t.foreign``) on its tape; a
-    constant's goes nowhere.  A gradient is a float for a 0-d float64 entry (``META <
-    0``), else a view of the adjoints (a copy is made on delivery)."""
-    OP, OFF, META = t.OP, t.OFF, t.META
-    if len(t.sources) > 32:     # (vectorised: pays off)
-        at = np.fromiter(t.sources, np.int64, len(t.sources))
+    ``t.sources``' order: the leaf entries' go to ``deliveries`` as one (t, entries,
+    gradients) triple, an external entry's seeds the entry it stands for
+    (``t.foreign``) on its tape; a constant's goes nowhere.  A gradient is a float for
+    a 0-d float64 entry (``META < 0``), else a view of the adjoints (a copy is made on
+    delivery)."""
+    OP, OFF, META, srcs = t.OP, t.OFF, t.META, t.sources
+    if len(srcs) > 32:          # (vectorised: pays off)
+        at = np.fromiter(srcs, np.int64, len(srcs))
         at = at[live[at] != 0]
-        reached = zip(at.tolist(), OP[at].tolist(), META[at].tolist(), G[OFF[at]].tolist())
+        ops = OP[at]
+        ents = at[ops == tp.LEAF]
+        grads = G[OFF[ents]].tolist()
+        for k in np.flatnonzero(META[ents] >= 0).tolist():
+            grads[k] = _adjoint(t, G, ents[k])
+        ents, externals = ents.tolist(), at[ops == tp.EXTERNAL].tolist()
     else:
-        reached = [(e, OP[e], META[e], G[OFF[e]]) for e in t.sources if live[e]]
-    for e, op, m, g in reached:
-        if op == tp.CONST:
-            continue
-        if m < 0:
-            g = float(g)
-        else:
-            o = OFF[e]
-            g = G[o:o + t.IAUX[m]].reshape(t.shape(e))
-        if op == tp.LEAF:
-            deliveries.append((t, e, g))
-        else:                            # external: its own tape goes on from there
-            u, k = t.foreign[e]
-            tapes[u.uid] = u
-            pending.setdefault(u.uid, []).append((k, np.array(g)))
+        ents, grads, externals = [], [], []
+        for e in srcs:
+            if live[e]:
+                op = OP[e]
+                if op == tp.LEAF:
+                    ents.append(e)
+                    grads.append(float(G[OFF[e]]) if META[e] < 0 else _adjoint(t, G, e))
+                elif op == tp.EXTERNAL:
+                    externals.append(e)
+    if ents:
+        deliveries.append((t, ents, grads))
+    for e in externals:          # another tape goes on from there
+        u, k = t.foreign[e]
+        tapes[u.uid] = u
+        pending.setdefault(u.uid, []).append((k, np.array(_adjoint(t, G, e))))
 
 
 def modified_saved_error(t, live, n):

@@ -145,7 +145,8 @@ def sweep(outputs, seeds, retain_graph, inputs=(), create_graph=False, observe=N
     want = engine.Wanted((((x._t.uid, x._i), k) for k, x in enumerate(inputs) if x._t is not None),
                          {id(x) for x in inputs if x._t is None}, len(inputs)) if inputs else None
     deliveries, found = engine.run(roots, retain_graph, want, observe, create_graph)
-    leaves += [(t.sources[e], g) for t, e, g in deliveries]
+    for t, ents, grads in deliveries:
+        leaves += zip(map(t.sources.__getitem__, ents), grads)
     if want is not None and want.leaves:
         at = {id(x): k for k, x in enumerate(inputs) if x._t is None}
         for leaf, g in leaves:
@@ -174,7 +175,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     seeds = _prepare(outputs, grad_tensors, create_graph)
     accumulate = _detached(accumulate_recorded) if traced else \
         accumulate_recorded if create_graph else _accumulate
-    inputs = _distinct(_as_tuple(inputs))
+    if inputs is not None:
+        inputs = _distinct(_as_tuple(inputs))
     if inputs:
         _, found = sweep(outputs, seeds, retain_graph, inputs, create_graph)
         with _ACCUMULATE:

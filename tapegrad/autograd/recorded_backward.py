@@ -105,6 +105,7 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
     OP, FLAGS = h.OP, t.FLAGS[:n].tolist()
     arrive = _Arrival(t, want_at, found)
     reads, inner = t.autograd.composite_reads, None
+    ents, grads = [], []                  # the leaf entries reached, their gradients
     for i in range(max(adj), -1, -1):
         g = _complete(h, adj, scattered, i)
         if g is None:
@@ -113,7 +114,8 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
         op = OP[i]
         if tp.LEAF <= op <= tp.EXTERNAL:
             if op == tp.LEAF:
-                deliveries.append((t, i, g))
+                ents.append(i)
+                grads.append(g)
             elif op == tp.EXTERNAL:
                 u, k = t.foreign[i]
                 tapes[u.uid] = u
@@ -145,6 +147,8 @@ def sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=Non
             contributions = inner.read(contributions)
         for j, c in contributions:
             _add(adj, scattered, j, c)
+    if ents:
+        deliveries.append((t, ents, grads))
     if t.autograd.modified:
         err = modified_saved_error(t, live, n)
         if err is not None:
