@@ -121,8 +121,8 @@ def tensor_reads(path):
 
 
 def test_the_engine_reads_no_tensor():
-    """The engine takes (tape, entry, seed) triples and hands (tape, entry, gradient)
-    ones upward: the autograd layer maps them to tensors (``entry_points.sweep``)."""
+    """The engine takes (tape, entry, seed) triples and hands (tape, leaf entries,
+    gradients) upward: the autograd layer maps them to tensors (``entry_points.sweep``)."""
     found = {module: tensor_reads(path) for module, path in _modules()
              if LAYERS[layer(module)][0] == "engine"}
     assert not any(found.values()), f"Tensor attributes read by the engine: {found}"

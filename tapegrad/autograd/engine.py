@@ -4,8 +4,8 @@ A backward may span several tapes (a tensor of an older tape used on a newer one
 ``external`` source entry there, ``tape.foreign`` says which entry of which tape it
 stands for): tapes are swept newest first, and the adjoint that reaches an external
 entry seeds the other tape's entry.  ``run`` takes (tape, entry, seed) triples and
-returns (tape, entry, gradient) triples, one per leaf entry reached; the autograd layer
-finds the leaf tensor in ``tape.sources`` and hands it to AccumulateGrad.  Matrix
+returns, per tape, the leaf entries it reached and their gradients; the autograd layer
+finds the leaf tensors in ``tape.sources`` and hands them to AccumulateGrad.  Matrix
 products past ``HOST_MIN_MACS`` are host entries: the sweep stops there, NumPy's BLAS
 computes their adjoints on views of the arenas, and the sweep resumes below them.
 
