@@ -102,11 +102,11 @@ def run(roots, retain_graph, want=None, observe=None, create_graph=False):
     """Sweep from ``roots``, (tape, entry, seed) triples.  Returns ``(deliveries,
     found)``: (tape, leaf entries, their gradients) triples, one per tape whose leaf
     entries it reached (a leaf used on two tapes has an entry on each; its tensor is
-    ``tape.sources[entry]``), and the
-    summed adjoints of the entries ``want`` asks for (a ``Wanted``; None where not
-    reached).  Gradients are floats for 0-d float64 entries, else float64 arrays (views
-    of the adjoints: copy to keep); with ``create_graph`` (seeds are tensors) they are
-    tensors whose computation is recorded (``recorded_backward``)."""
+    ``tape.sources[entry]``), and the summed adjoints of the entries ``want`` asks for
+    (a ``Wanted``; None where not reached).  Gradients are floats for 0-d float64
+    entries, else float64 arrays (views of the adjoints: copy to keep); with
+    ``create_graph`` (seeds are tensors) they are tensors whose computation is recorded
+    (``recorded_backward``)."""
     sweep_tape = CALLBACKS.recorded_sweep if create_graph else _sweep_tape
     want_at = _NOTHING_WANTED if want is None else want
     found = [None] * want_at.count
@@ -254,10 +254,10 @@ def _adjoint_arena(nv):
 def mark_reached(t, G, live, b):
     """``kernels.layout.mark_reached`` for the adjoints Python adds into (seeds, custom
     Functions, hooks): mark buffer b reached, its adjoint zeroed at the first mark."""
-    if not live[b]:
+    if not live.item(b):
         live[b] = 1
-        if t.META[b] < 0 or t.OP[b] != tp.CONST:
-            o = int(t.OFF[b])
+        if t.META.item(b) < 0 or t.OP.item(b) != tp.CONST:
+            o = t.OFF.item(b)
             G[o:o + t.size(b)] = 0.0
 
 
@@ -287,17 +287,16 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
     live = np.zeros(n, np.uint8)
     G, pooled = _adjoint_arena(t.nv)
     top = 0
-    for e, _ in seeds:
-        mark_reached(t, G, live, e)
-        top = max(top, e)
-    fuse = np.ones(n, np.uint8) if t.max_size >= fused.FUSE_MIN else None
     OFF = t.OFF
     for e, s in seeds:
-        o = int(OFF[e])
+        mark_reached(t, G, live, e)
+        top = max(top, e)
+        o = OFF.item(e)
         if s.size == 1:
             G[o] += s.item()
         else:
             G[o:o + s.size] += s.reshape(-1)
+    fuse = np.ones(n, np.uint8) if t.max_size >= fused.FUSE_MIN else None
     scratch = np.empty(2 * t.max_size)        # two per-output accumulators of a reduction
     omap = np.empty(t.max_size, np.int64)     # element offsets of a gather or reduction
     args = (t, G, live, scratch, omap, CALLBACKS.checking_nan())
@@ -341,13 +340,13 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
 
 
 def _adjoint(t, G, e):
-    """Entry e's adjoint in G, a view in its shape (read as ``Layout.shape`` does: the
-    tape is flushed)."""
-    o, m = t.OFF[e], t.META[e]
+    """Entry e's adjoint in G, a view in its shape (read as ``Layout.shape`` does, in
+    fewer NumPy calls: the tape is flushed)."""
+    o, m = t.OFF.item(e), t.META.item(e)
     if m < 0:
         return G[o:o + 1].reshape(())
     IAUX = t.IAUX
-    return G[o:o + IAUX[m]].reshape(IAUX[m + 2:m + 2 + IAUX[m + 1]])
+    return G[o:o + IAUX.item(m)].reshape(IAUX[m + 2:m + 2 + IAUX.item(m + 1)].tolist())
 
 
 def _deliver(t, G, live, deliveries, pending, tapes):
@@ -370,11 +369,11 @@ def _deliver(t, G, live, deliveries, pending, tapes):
     else:
         ents, grads, externals = [], [], []
         for e in srcs:
-            if live[e]:
-                op = OP[e]
+            if live.item(e):
+                op = OP.item(e)
                 if op == tp.LEAF:
                     ents.append(e)
-                    grads.append(float(G[OFF[e]]) if META[e] < 0 else _adjoint(t, G, e))
+                    grads.append(G.item(OFF.item(e)) if META.item(e) < 0 else _adjoint(t, G, e))
                 elif op == tp.EXTERNAL:
                     externals.append(e)
     if ents:

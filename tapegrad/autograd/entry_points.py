@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 
 from .. import views
-from ..ops.table import BY_CODE
 from ..grad_mode import STATE, set_grad_enabled
+from ..ops.table import BY_CODE
 from ..tensor import Size, Tensor, _leaf, _new, _norm
 from . import anomaly, engine, nan_trace
 from .graph import _inputs, node_of
@@ -142,13 +142,15 @@ def sweep(outputs, seeds, retain_graph, inputs=(), create_graph=False, observe=N
             leaves.append((out, s))
         else:
             roots.append((out._t, out._i, s))
-    want = engine.Wanted((((x._t.uid, x._i), k) for k, x in enumerate(inputs) if x._t is not None),
-                         {id(x) for x in inputs if x._t is None}, len(inputs)) if inputs else None
+    want = None
+    if inputs:
+        at = {id(x): k for k, x in enumerate(inputs) if x._t is None}     # the leaves
+        want = engine.Wanted((((x._t.uid, x._i), k) for k, x in enumerate(inputs)
+                              if x._t is not None), at.keys(), len(inputs))
     deliveries, found = engine.run(roots, retain_graph, want, observe, create_graph)
     for t, ents, grads in deliveries:
         leaves += zip(map(t.sources.__getitem__, ents), grads)
-    if want is not None and want.leaves:
-        at = {id(x): k for k, x in enumerate(inputs) if x._t is None}
+    if want is not None and at:
         for leaf, g in leaves:
             k = at.get(id(leaf))
             if k is not None:
