@@ -6,10 +6,12 @@ goes to a module of the same layer or a lower one.
         <- the package root (``tapegrad/__init__``, which re-exports everything, as
            ``torch`` does)
 
-Within a layer imports may go either way (Tensor <-> autograd is the one circle).  The
-engine reaches the autograd layer's Python only through the callbacks that layer
-registers (``engine.CALLBACKS``), and works on tapes, arrays and entry indices: it
-reads no attribute that only a Tensor has.
+Within the API layer the modules form no circle but one: Tensor <-> autograd (a
+tensor's ``backward`` and ``grad_fn`` are autograd's; autograd works on tensors).  The
+packages ``autograd`` and ``replay`` count as one module each there.  The engine
+reaches the autograd layer's Python only through the callbacks that layer registers
+(``engine.CALLBACKS``), and works on tapes, arrays and entry indices: it reads no
+attribute that only a Tensor has.
 """
 import ast
 import os
@@ -23,8 +25,8 @@ LAYERS = [
     ("tape", ["tapegrad.tape", "tapegrad.record", "tapegrad.tracing"]),
     ("kernels", ["tapegrad.kernels"]),
     ("engine", ["tapegrad.autograd.engine", "tapegrad.autograd.sweeps"]),
-    ("api", ["tapegrad.tensor", "tapegrad.composite", "tapegrad.elementwise", "tapegrad.shape_ops",
-             "tapegrad.reductions", "tapegrad.linalg", "tapegrad.linalg_ops",
+    ("api", ["tapegrad.tensor", "tapegrad.composite", "tapegrad.elementwise",
+             "tapegrad.shape_ops", "tapegrad.reductions", "tapegrad.linalg", "tapegrad.linalg_ops",
              "tapegrad.factories",
              "tapegrad.inplace", "tapegrad.views", "tapegrad.softmax_ops", "tapegrad.tensor_methods",
              "tapegrad.devices", "tapegrad.cuda", "tapegrad.shape_extras",
@@ -126,3 +128,52 @@ def test_the_engine_reads_no_tensor():
     found = {module: tensor_reads(path) for module, path in _modules()
              if LAYERS[layer(module)][0] == "engine"}
     assert not any(found.values()), f"Tensor attributes read by the engine: {found}"
+
+
+def _unit(module):
+    """A module of the API layer as the circle check counts it (a package as one)."""
+    for p in ("tapegrad.autograd", "tapegrad.replay"):
+        if module == p or module.startswith(p + "."):
+            return p
+    return module
+
+
+def circles(edges):
+    """The groups of units that import each other round a circle ({a: {b, ...}}: a
+    imports b), each a sorted tuple."""
+    def reach(a):
+        seen, todo = set(), [a]
+        while todo:
+            for b in edges.get(todo.pop(), ()):
+                if b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+        return seen
+    found = {a: reach(a) for a in edges}
+    return sorted({tuple(sorted(b for b in found[a] if a in found.get(b, ())))
+                   for a in edges if a in found[a]})
+
+
+def api_edges():
+    api = next(k for k, (name, _) in enumerate(LAYERS) if name == "api")
+    edges = {}
+    for module, path in _modules():
+        if layer(module) != api:
+            continue
+        for target, _ in imports(module, path):
+            if target.split(".")[0] == "tapegrad" and layer(target) == api:
+                a, b = _unit(module), _unit(target)
+                if a != b and (a, b) not in ALLOWED_CIRCLE:
+                    edges.setdefault(a, set()).add(b)
+    return edges
+
+
+def test_the_api_layer_has_no_circle_but_tensor_and_autograd():
+    found = circles(api_edges())
+    assert not found, "modules of the API layer that import each other round a circle: " + \
+        "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_circle_check_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [("a", "b", "c")]
+    assert circles({"a": {"b"}, "b": {"c"}}) == []

@@ -27,6 +27,7 @@ import weakref
 import numpy as np
 
 from .. import tape as tp
+from ..tape.layout_codec import ndim_at, shape_at, size_at
 from ..ops import rules
 from ..ops.table import BY_CODE
 from ..kernels import cold, fused
@@ -161,8 +162,8 @@ class Wanted(dict):
             if uid == t.uid and e < n:
                 seed[e] = 1
         leaves = self.leaves
-        for e, src in t.sources.items():
-            if id(src) in leaves or e in t.foreign:
+        for e, src in tuple(t.sources.items()):   # (a copy: t's thread may add sources)
+            if e < n and (id(src) in leaves or e in t.foreign):
                 seed[e] = 1
         listed = np.full(n, -1, np.int64)
         ins = []
@@ -327,8 +328,8 @@ def _sweep_tape(t, seeds, deliveries, pending, tapes, want_at, found, observe=No
             raise err
     if t.sources:
         _deliver(t, G, live, deliveries, pending, tapes)
-    for e in t.autograd.retained:
-        if live[e]:
+    for e in tuple(t.autograd.retained):
+        if e < n and live[e]:
             CALLBACKS.retained(t, e, _adjoint(t, G, e))
     for (uid, e), k in want_at.items():
         if uid == t.uid and live[e]:
@@ -346,7 +347,8 @@ def _adjoint(t, G, e):
     if m < 0:
         return G[o:o + 1].reshape(())
     IAUX = t.IAUX
-    return G[o:o + IAUX.item(m)].reshape(IAUX[m + 2:m + 2 + IAUX.item(m + 1)].tolist())
+    d = shape_at(m)
+    return G[o:o + int(size_at(IAUX, m))].reshape(IAUX[d:d + int(ndim_at(IAUX, m))].tolist())
 
 
 def _deliver(t, G, live, deliveries, pending, tapes):
@@ -355,10 +357,11 @@ def _deliver(t, G, live, deliveries, pending, tapes):
     gradients) triple, an external entry's seeds the entry it stands for
     (``t.foreign``) on its tape; a constant's goes nowhere.  A gradient is a float for
     a 0-d float64 entry (``META < 0``), else a view of the adjoints (a copy is made on
-    delivery)."""
-    OP, OFF, META, srcs = t.OP, t.OFF, t.META, t.sources
+    delivery).  (Of the entries swept: the thread recording on t may add sources.)"""
+    OP, OFF, META, srcs, n = t.OP, t.OFF, t.META, tuple(t.sources), len(live)
     if len(srcs) > 32:          # (vectorised: pays off)
         at = np.fromiter(srcs, np.int64, len(srcs))
+        at = at[at < n]
         at = at[live[at] != 0]
         ops = OP[at]
         ents = at[ops == tp.LEAF]
@@ -369,7 +372,7 @@ def _deliver(t, G, live, deliveries, pending, tapes):
     else:
         ents, grads, externals = [], [], []
         for e in srcs:
-            if live.item(e):
+            if e < n and live.item(e):
                 op = OP.item(e)
                 if op == tp.LEAF:
                     ents.append(e)
@@ -399,7 +402,7 @@ def modified_saved_error(t, live, n):
     made_of = {}
     for j, (e, _) in tuple(t.autograd.bases.items()):
         made_of.setdefault(e, []).append(j)
-    for entry, record in t.autograd.modified.items():
+    for entry, record in tuple(t.autograd.modified.items()):
         boundary = record[3]
         stale, todo = {entry}, [entry]
         while todo:

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from .. import views
+from .. import inplace
 from ..grad_mode import STATE, set_grad_enabled
 from ..ops.table import BY_CODE
 from ..tensor import Size, Tensor, _leaf, _new, _norm
