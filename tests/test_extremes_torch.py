@@ -59,8 +59,12 @@ def test_unary_pairs(outer, zero_seed):
 def test_binary_then_unary(op):
     # (not logit: products and sums make -0.0, where PyTorch's logit gradient is -inf in
     # its vectorised kernel, as here, and +inf in its scalar one)
+    # (logaddexp2(-1, -1) is 0 here, -4.8e-17 in PyTorch, whose kernel rounds its last
+    # multiply-add once: log, sqrt, 1 / x ... of it differ, so that pair is left out)
+    xs, ys = np.array(list(itertools.product(EXTREMES, EXTREMES))).T
+    keep = np.tile(~((xs == -1.0) & (ys == -1.0)) if op == "logaddexp2" else xs == xs, 2)
     for outer in [None] + [n for n in UNARY_NAMES if n != "logit"]:
-        _same(_binary_then(tapegrad, outer, op), _binary_then(torch, outer, op))
+        _same(_binary_then(tapegrad, outer, op)[keep], _binary_then(torch, outer, op)[keep])
 
 
 @pytest.mark.parametrize("n", [1, 7, 5000])
