@@ -11,7 +11,7 @@ from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inferen
                         no_grad, set_grad_enabled)
 from .tape import Tape, current_tape
 from .tensor import Size, Tensor
-from .ops.table import EW_OPS as _EW_OPS
+from .ops.table import BY_NAME as _BY_NAME, EW_OPS as _EW_OPS
 from .elementwise import (FUNCTIONS as _EW, clamp, clamp_max, clamp_min, where)
 from .shape_ops import (broadcast_to, cat, chunk, clone, expand, flatten, permute, reshape,
                         split, squeeze, stack, t, transpose, unbind, unsqueeze, view)
@@ -60,7 +60,7 @@ for _name in ("vector_norm", "matrix_norm", "det", "slogdet", "inv", "solve"):
     setattr(_linalg_module, _name, getattr(_lo, _name))
 del linalg_cross, _linalg_norm, _LinAlgError, _lo, _name
 
-globals().update(_EW)
+globals().update({n: f for n, f in _EW.items() if _BY_NAME[n].named})
 globals().update({alias: _EW[op.name] for op in _EW_OPS for alias in op.aliases
                   if op.name in _EW})          # subtract, multiply, arctan, absolute, ...
 from .elementwise import TENSOR_INPUT as _TI, tensor_input as _tensor_input  # noqa: E402

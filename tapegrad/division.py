@@ -7,14 +7,14 @@ import numpy as np
 
 from .autograd.function import Function
 from .composite import composite
-from .elementwise import FUNCTIONS, _integer, refuse_integer_division, result_dtype, where
+from .elementwise import FUNCTIONS, _integer, refuse_integer_division, result_dtype
 from .grad_mode import STATE, no_grad
 from .inplace import _adopt, _check, check_broadcast
 from .tensor import Tensor, _leaf, _norm, requires_grad
 from .tracing import freeze
 
-_div, _floor_divide, _remainder, _trunc = (
-    FUNCTIONS[n] for n in ("div", "floor_divide", "remainder", "trunc"))
+_div, _div_trunc, _floor_divide, _remainder = (
+    FUNCTIONS[n] for n in ("div", "div_trunc", "floor_divide", "remainder"))
 _PLAIN = object()        # rounding_mode not given (DivBackward0; given, None is DivBackward2)
 
 
@@ -78,11 +78,10 @@ def rmod(self, other):
 
 def _trunc_divide(input, other):
     """``div(input, other, rounding_mode='trunc')``: integers divided toward zero; floats
-    trunc(input / other), with PyTorch's zero gradient (DivBackward2)."""
+    trunc(input / other), the table's div_trunc, with PyTorch's zero gradient (DivBackward2)."""
     rd = result_dtype(input, other)
     if rd.is_floating_point:
-        value = _trunc(_div(_detached(input), _detached(other)))
-        return _zero_gradient(value, input, other)
+        return _div_trunc(input, other)
     refuse_integer_division("div_trunc_cpu", (input, other), rd)
     x, y = (_integer(v, rd.np) for v in (input, other))
     freeze(*[v for v in (input, other) if isinstance(v, Tensor)])
@@ -90,20 +89,6 @@ def _trunc_divide(input, other):
         q = np.floor_divide(x, y)
         q = q + ((np.remainder(x, y) != 0) & ((x < 0) != (y < 0)))
     return _leaf(_norm(np.asarray(q, rd.np)))
-
-
-def _detached(v):
-    return v.detach() if isinstance(v, Tensor) else v
-
-
-def _zero_gradient(value, input, other):
-    """``value`` as a DivBackward2 of ``input`` and ``other``: a gradient of zeros to each."""
-    tensors = [v for v in (input, other) if isinstance(v, Tensor) and v.requires_grad]
-    if not (STATE.grad and tensors):
-        return value
-    never = np.zeros(tuple(value.shape), bool)
-    read = (tensors[0] if len(tensors) == 1 else tensors[0] + tensors[1]).to(value.dtype)
-    return composite("DivBackward2", lambda: where(_leaf(never), read, value), input, other)
 
 
 def div(input, other, *, rounding_mode=_PLAIN):

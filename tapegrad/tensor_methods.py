@@ -28,7 +28,7 @@ T.data = property(views.data_alias, T._set_data)
 T.detach, T.is_contiguous, T.clone, T.__iter__ = (views.detach, views.is_contiguous, clone,
                                                    iterate)
 # -- elementwise and comparisons, from the op table: name, aliases, operators, in-place form --
-for _op in EW_OPS + COMPARE_OPS:
+for _op in [op for op in EW_OPS if op.named] + list(COMPARE_OPS):
     _f = clamp if _op.name == "clamp" else FUNCTIONS[_op.name]
     for _name in (_op.name,) + _op.aliases:
         setattr(T, _name, _f)

@@ -72,14 +72,11 @@ def test_unary_ops(name, zero_d):
 
 
 # (torch's maximum, minimum, hypot, xlogy, atan2, logaddexp and logaddexp2 take no Python
-# number; fmod's second derivative in y requires grad here where PyTorch's does not:
-# docs/API.md)
+# number)
 BINARY_CASES = [(op.name, operands) for op in BINARY if hasattr(torch, op.name)
                 for operands in ("both", "x", "y", "scalar", "0-d")
-                if (operands != "scalar" or op.name not in
-                    ("maximum", "minimum", "hypot", "xlogy", "atan2", "logaddexp",
-                     "logaddexp2")) and
-                (op.name, operands) != ("fmod", "y")]
+                if operands != "scalar" or op.name not in
+                ("maximum", "minimum", "hypot", "xlogy", "atan2", "logaddexp", "logaddexp2")]
 
 
 def _binary(name):

@@ -33,6 +33,7 @@ import tapegrad as tg
 from tapegrad.ops.rules import helper_def, helpers_called
 from tapegrad.kernels.fused import FUSE_MIN
 from tapegrad.ops.table import BINARY, BY_NAME, COMPARE_OPS, EW_OF, OPS, UNARY
+from test_op_table import ROUNDING
 
 torch = pytest.importorskip("torch")
 
@@ -70,8 +71,8 @@ def _call(mod, name, *args):
         return getattr(mod, EW_OF[op.code].name)(args[0].reshape(-1, 1), args[1])
     if name == "clamp":
         return mod.clamp(args[0], -0.5, 0.7)
-    if name == "floor_divide":    # (the op with a derivative: PyTorch's floor_divide has none)
-        return mod.div(*args, rounding_mode="floor")
+    if name in ROUNDING:          # (the op with a derivative: PyTorch's floor_divide has none)
+        return mod.div(*args, rounding_mode=ROUNDING[name])
     if mod is torch and name == "softplus":
         return torch.nn.functional.softplus(*args)
     if mod is torch and name in ("maximum", "minimum", "hypot", "xlogy", "atan2") and \

@@ -253,6 +253,34 @@ def test_second_derivatives_of_remainder_and_fmod():
         np.testing.assert_array_equal(got, want)
 
 
+ROUNDED = {"fmod": lambda m, x, y: m.fmod(x, y), "remainder": lambda m, x, y: m.remainder(x, y),
+           "div trunc": lambda m, x, y: m.div(x, y, rounding_mode="trunc"),
+           "div floor": lambda m, x, y: m.div(x, y, rounding_mode="floor")}
+
+
+@pytest.mark.parametrize("name", sorted(ROUNDED))
+def test_second_derivatives_at_special_values(name):
+    """Value, gradients (an incoming 1, inf and nan) and each gradient's gradient
+    (create_graph), every pair of SPECIAL, as PyTorch's: the rounded quotient in the
+    gradient in y (fmod's, remainder's) is DivBackward2's, whose gradient is zeros that
+    require no grad; fmod's was nan at y = 0 (trunc(x / y) differentiated through x / y),
+    div's rounded quotients' gradient nan at an incoming inf or nan, and requiring grad."""
+    def f(m):
+        x, y = (m.tensor(np.tile(v, 3), requires_grad=True) for v in (XS, YS))
+        w = m.tensor(np.repeat([1.0, INF, NAN], XS.size))
+        r = ROUNDED[name](m, x, y)
+        grads = m.autograd.grad(r, (x, y), w, create_graph=True)
+        out = [r] + list(grads)
+        for g in grads:
+            if g.requires_grad:
+                out += m.autograd.grad(g.sum(), (x, y), allow_unused=True, materialize_grads=True)
+        return [v.detach().numpy() for v in out], [g.requires_grad for g in grads]
+    (got, got_rg), (want, want_rg) = f(tg), f(torch)
+    assert got_rg == want_rg and len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 # -- float to integer -------------------------------------------------------------------------
 VALUES = np.array([-1.5, 2.7, -0.3, 0.0, -0.0, 3.0, -2.0, 127.9, 255.9, 300.2])
 

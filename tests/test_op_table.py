@@ -30,11 +30,15 @@ def _leaf(arr):
     return tg.tensor(arr, dtype=tg.float64, requires_grad=True)
 
 
+# the ops that are div's rounding modes (DivBackward2)
+ROUNDING = {"floor_divide": "floor", "div_trunc": "trunc"}
+
+
 def _call(op, *args):
     if op.name == "clamp":
         return tg.clamp(args[0], -0.5, 0.7)
-    if op.name == "floor_divide":     # (tg.floor_divide has no derivative, as PyTorch's)
-        return tg.div(*args, rounding_mode="floor")
+    if op.name in ROUNDING:           # (tg.floor_divide has no derivative, as PyTorch's)
+        return tg.div(*args, rounding_mode=ROUNDING[op.name])
     if op.name in ("logaddexp", "logaddexp2") + TENSOR_INPUT:    # (the top-level functions
         return FUNCTIONS[op.name](*args)                       # take tensors only there)
     return getattr(tg, op.name)(*args)
@@ -55,7 +59,7 @@ _NUMPY = {
     "xlogy": lambda x, y: np.where(x == 0, 0.0, x * np.log(y)),
     "atan": np.arctan, "atan2": np.arctan2, "trunc": np.trunc,
     "frac": lambda x: x - np.trunc(x), "fmod": np.fmod, "remainder": np.remainder,
-    "floor_divide": np.floor_divide, "logaddexp": np.logaddexp, "logaddexp2": np.logaddexp2,
+    "floor_divide": np.floor_divide, "div_trunc": lambda x, y: np.trunc(x / y), "logaddexp": np.logaddexp, "logaddexp2": np.logaddexp2,
 }
 
 

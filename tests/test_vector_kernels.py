@@ -13,6 +13,7 @@ import tapegrad as tg
 from tapegrad.autograd import engine
 from tapegrad.kernels import fused, generated_blocks, vmath
 from tapegrad.ops.table import CODE, EW_OPS
+from test_op_table import ROUNDING
 
 N = 3 * fused.FUSE_MIN + 17          # large enough for the fused kernels, a ragged last block
 # max ulp error of libmvec (glibc documents 4) over each function's sweep; libm's scalar
@@ -62,6 +63,14 @@ def test_vector_math_special_values(name):
     assert _ulps(out, want) <= ULP_BOUNDS[name]
 
 
+def _function(m, op):
+    """The op's function in tapegrad or PyTorch (m): its name, or div's rounding mode."""
+    if op.name in ROUNDING:
+        return lambda x, y: m.div(x, y, rounding_mode=ROUNDING[op.name])
+    return next(getattr(ns, op.name) for ns in (m, m.nn.functional, m.special)
+                if hasattr(ns, op.name))
+
+
 def _operands(op, n, seed=0):
     r = np.random.RandomState(seed)
     lo, hi = op.domain
@@ -81,11 +90,11 @@ def test_large_forward_matches_small_path(op):
     kwargs = {}
     if op.name == "clamp":
         args, kwargs = (X,), {"min": -0.5, "max": 0.7}
-    big = getattr(tg, op.name)(*args, **kwargs).detach().numpy()
+    big = _function(tg, op)(*args, **kwargs).detach().numpy()
     pieces = []
     for s in range(0, N, 1000):
         a = [tg.tensor(v.detach().numpy()[s:s + 1000]) for v in args]
-        pieces.append(getattr(tg, op.name)(*a, **kwargs).numpy())
+        pieces.append(_function(tg, op)(*a, **kwargs).numpy())
     small = np.concatenate(pieces)
     if op.name == "sign" or not any(f"math.{f}" in op.fwd or "sm." in op.fwd
                                     for f in vmath.FUNCTIONS):
@@ -107,9 +116,7 @@ def test_float32_op_is_the_float64_rule_rounded(op, n):
 
     def run(m, dtype):
         args = [m.tensor(v.astype(dtype)) for v in ((x, y) if op.arity == 2 else (x,))]
-        fn = next(getattr(ns, op.name) for ns in (m, m.nn.functional, m.special)
-                  if hasattr(ns, op.name))
-        return fn(*(args[:1] if kwargs else args), **kwargs).numpy()
+        return _function(m, op)(*(args[:1] if kwargs else args), **kwargs).numpy()
 
     got = run(tg, np.float32)
     assert got.dtype == np.float32

@@ -199,6 +199,11 @@ def trunc(x):
     return t
 
 
+def div_trunc(x, y):
+    """x / y rounded toward zero (PyTorch's div with rounding_mode='trunc' of floats)."""
+    return trunc(x / y)
+
+
 def remainder(x, y):
     """PyTorch's remainder of floats: fmod(x, y), plus y where that is not 0 and its sign
     is not y's (so the result has y's sign, and an infinite y makes it y)."""

@@ -77,6 +77,8 @@ class Op:
     dunders: tuple = ()       # the Python operators that are this op (``__add__``, ...)
     rdunder: str = ""         # the reflected operator (a Python number on the left)
     aliases: tuple = ()       # PyTorch's other names for it (``subtract``)
+    named: bool = True        # ew: tapegrad.<name> and Tensor.<name> (else reached only
+                              # through another function)
     kept: str = ""            # ew: the operand ('x') or result ('r') that PyTorch's backward
                               # reads where the rule reads none or only compares it
                               # (relu's threshold_backward reads the result; square is
@@ -180,22 +182,25 @@ OPS = (
        aliases=("arctan2",)),
     # ---- rounding and the integer-valued division family ----------------------------
     # PyTorch's derivatives: trunc's is 0, frac's g; fmod and remainder send g to x and
-    # -g times x / y rounded (toward zero for fmod, down for remainder) to y.
-    # floor_divide is div(x, y, rounding_mode='floor'), whose gradient is g * 0 (PyTorch's
-    # own floor_divide has none: ``division.floor_divide``)
+    # -g times x / y rounded (toward zero for fmod, down for remainder) to y: div with a
+    # rounding_mode, floor_divide and div_trunc here, whose gradient (DivBackward2) is
+    # zeros, which a further gradient does not reach (PyTorch's own floor_divide has none:
+    # ``division.floor_divide``; div_trunc is only ``div(..., rounding_mode='trunc')``)
     Op(33, "trunc", E, 1, "TruncBackward0", "sm.trunc(x)", "0.0", np_fwd=np.trunc,
        int_closed=True, exact=True, aliases=("fix",)),
     Op(34, "frac", E, 1, "FracBackward0", "x - sm.trunc(x)", "g"),
-    Op(35, "fmod", E, 2, "FmodBackward1", "math.fmod(x, y)", "g", "-g * sm.trunc(x / y)",
+    Op(35, "fmod", E, 2, "FmodBackward1", "math.fmod(x, y)", "g", "-g * sm.div_trunc(x, y)",
        ("self", "other"), py=math.fmod, np_fwd=np.fmod, int_closed=True,
        node_rconst="FmodBackward0", domain_y=_POS),
     Op(36, "remainder", E, 2, "RemainderBackward1", "sm.remainder(x, y)", "g",
        "-g * sm.floor_divide(x, y)", ("self", "other"), np_fwd=np.remainder, int_closed=True,
        node_rconst="RemainderBackward0", domain_y=_POS, dunders=("__mod__",),
        rdunder="__rmod__"),
-    Op(37, "floor_divide", E, 2, "DivBackward2", "sm.floor_divide(x, y)", "g * 0.0", "g * 0.0",
+    Op(37, "floor_divide", E, 2, "DivBackward2", "sm.floor_divide(x, y)", "0.0", "0.0",
        np_fwd=np.floor_divide, int_closed=True, domain_y=_POS, dunders=("__floordiv__",),
        rdunder="__rfloordiv__"),
+    Op(40, "div_trunc", E, 2, "DivBackward2", "sm.div_trunc(x, y)", "0.0", "0.0",
+       domain_y=_POS, inplace=False, named=False),
     # ---- log of a sum of exponentials: PyTorch's backward formulas, so that a
     # create_graph gradient is theirs too (at a tie, and nan at the infinite ends) ----
     Op(38, "logaddexp", E, 2, "LogaddexpBackward0", "sm.logaddexp(x, y)",
