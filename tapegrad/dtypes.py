@@ -98,22 +98,26 @@ _C_NAMES = {"int64": "int64_t", "int32": "int", "int16": "int16_t", "int8": "int
 
 def scalar_in(value, np_dtype):
     """A Python number as a value of an array of ``np_dtype`` (a fill), as PyTorch checks
-    and converts it: into an integer dtype, a float out of its range (nan, inf) and an int
-    out of it (an unsigned one takes -max .. max, a negative one wrapping round: -1 is 255
-    in uint8) are PyTorch's error, where C's cast would give garbage."""
+    and converts it (``refuse_overflow``, its error naming C's type)."""
     if isinstance(value, int) and not isinstance(value, bool) and \
             not -2 ** 63 <= value < 2 ** 64:
         raise OverflowError("int too big to convert")         # (whatever the dtype)
     if np_dtype.kind not in "iu" or isinstance(value, (bool, np.bool_)):
         return value
-    info = np.iinfo(np_dtype)
-    if isinstance(value, (int, np.integer)):
-        fits = -info.max <= value <= info.max if info.min == 0 else \
-            info.min <= value <= info.max
-    else:
-        fits = info.min <= value <= info.max                # (nan compares false)
-    if not fits:
-        raise RuntimeError(f"value cannot be converted to type {_C_NAMES[np_dtype.name]} "
-                           "without overflow")
+    refuse_overflow(value, np_dtype, _C_NAMES[np_dtype.name])
     return np.array(value).astype(np_dtype)[()] if isinstance(value, (int, np.integer)) \
         else value
+
+
+def refuse_overflow(values, np_dtype, name):
+    """PyTorch's error where Python numbers (``values``: one, or their array) do not fit
+    the integer dtype ``np_dtype`` (c10's checked conversion), C's cast giving garbage
+    there: a float out of its range (nan, inf; compared as a double: int64's 2 ** 63 is
+    in); an int out of it, an unsigned dtype taking -max .. max (a negative one wraps
+    round: -1 is 255 in uint8).  ``name``: the type the message names."""
+    info = np.iinfo(np_dtype)
+    a = np.asarray(values)
+    lo = -info.max if info.min == 0 and a.dtype.kind in "iu" else info.min
+    with np.errstate(invalid="ignore"):
+        if not ((a >= lo) & (a <= info.max)).all():           # (nan compares false)
+            raise RuntimeError(f"value cannot be converted to type {name} without overflow")

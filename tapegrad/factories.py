@@ -39,8 +39,8 @@ def _infer(data, dtype=None):
                 isinstance(v, (float, np.floating)) for v in _values_of(data))):
             raise ValueError("Overflow when unpacking long long")
         return np.array(data, np.float64).astype((dtype or dtypes.get_default_dtype()).np)
-    if kind == "f":
-        arr = arr.astype(dtypes.get_default_dtype().np)
+    if kind == "f":                 # (a dtype asked for: cast once, from the doubles)
+        arr = arr.astype(dtypes.get_default_dtype().np) if dtype is None else arr
     elif kind in "iu":
         arr = arr.astype(np.int64)
     elif kind not in "b":
@@ -115,7 +115,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
         freeze(data)                 # a new leaf: its value a constant, guarded
     arr = _infer(data, dtype)
     if dtype is not None:
-        arr = arr.astype(dtypes.to_np(dtype))
+        d = dtypes.to_np(dtype)
+        if d.kind in "iu" and arr.dtype.kind in "iuf" and \
+                not isinstance(data, (np.ndarray, Tensor)):      # (Python numbers)
+            dtypes.refuse_overflow(arr, d, d.name)
+        with np.errstate(invalid="ignore", over="ignore"):      # (C's cast, as PyTorch's)
+            arr = arr.astype(d)
     if requires_grad and arr.dtype.kind != "f":
         raise RuntimeError("Only Tensors of floating point and complex dtype can require "
                            "gradients")
@@ -218,6 +223,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         raise RuntimeError(f"unsupported range: {start} -> {end}")
     if (end - start) * step < 0:
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if dtype is not None and dtypes.to_np(dtype).kind in "iu":   # (counted in int64 there)
+        for v in (start, end, step):
+            dtypes.scalar_in(v, np.dtype(np.int64))
     size = _size((max(0, math.ceil((end - start) / step)),))
     arr = _allocated(lambda: np.arange(start, end, step), size)
     if dtype is None:

@@ -264,6 +264,25 @@ FACTORIES = [
     "m.tensor(2 ** 63, dtype=m.float64)", "m.tensor([1, 2 ** 70], dtype=m.float32)",
     "m.tensor([1.5, 2 ** 70])", "m.tensor([2 ** 70, 1.5], dtype=m.int64)",
     "m.tensor(2 ** 64, dtype=m.int64)",
+    # Python numbers outside an integer dtype asked for: PyTorch's error (C's cast gave
+    # -2 ** 63, or wrapped round); floats compared as doubles (int64's 2 ** 63 is in, as
+    # there), ints into uint8 from -255 on; NumPy arrays and .to() cast without a check
+    "m.tensor([1e19, 2], dtype=m.int64)", "m.tensor(-1e19, dtype=m.int64)",
+    "m.tensor([9.3e18], dtype=m.int64)", "m.tensor([9.2e18], dtype=m.int64)",
+    "m.tensor([2.0 ** 63], dtype=m.int64)", "m.tensor([-2.0 ** 63], dtype=m.int64)",
+    "m.tensor([float('inf')], dtype=m.int64)", "m.tensor([1, float('nan')], dtype=m.int64)",
+    "m.tensor([[1.0], [3e9]], dtype=m.int32)", "m.tensor([2147483647.5], dtype=m.int32)",
+    "m.tensor([2147483647.0, -2147483648.0], dtype=m.int32)", "m.tensor(-2147483648.5, "
+    "dtype=m.int32)", "m.tensor([1e5], dtype=m.int16)", "m.tensor([127.9], dtype=m.int8)",
+    "m.tensor([300], dtype=m.int8)", "m.tensor([-129], dtype=m.int8)",
+    "m.tensor([-0.5], dtype=m.uint8)", "m.tensor([255.0, 255.5], dtype=m.uint8)",
+    "m.tensor([-255, 255], dtype=m.uint8)", "m.tensor([-256], dtype=m.uint8)",
+    "m.tensor([True, 1e19], dtype=m.int64)", "m.tensor([1e19], dtype=m.bool)",
+    "m.tensor([np.float64(1e19)], dtype=m.int64)", "m.as_tensor([1e19], dtype=m.int32)",
+    "m.tensor(np.array([1e19, 2.0]), dtype=m.int64)", "m.tensor([1e19, 2.0]).to(m.int64)",
+    "m.tensor([1e19]).long()", "m.tensor([1e39], dtype=m.float32)",
+    "m.arange(0, 1e19, 1e18, dtype=m.int64)", "m.arange(0, 10, 1e19, dtype=m.int64)",
+    "m.arange(0, 300, dtype=m.uint8)", "m.arange(0.0, 4e4, 1e4, dtype=m.int16)",
 ]
 
 
