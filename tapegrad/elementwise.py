@@ -36,10 +36,11 @@ _BROADCAST = BROADCAST_OF        # + - * / of arrays of different shapes: a broa
 
 
 def _py_rule(op):
-    """The op's scalar forward for the fast path: its ``py`` builtin or its rule text."""
+    """The op's scalar forward for the fast path: its ``py`` builtin or its rule text (a
+    unary op's constants 0, as the fast path records them)."""
     if op.py is not None:
         return op.py
-    args = "x" if op.arity == 1 else "x, y"
+    args = ("x, y=0.0" if op.arity == 1 else "x, y") + ", c2=0.0"
     return eval(f"lambda {args}: {op.fwd}", {"math": math, "sm": scalar_math})
 
 
@@ -150,7 +151,8 @@ def _integer(v, np_dtype):
 
 
 def _general(op, x, y=None, c2=0.0):
-    """``op(x, y)`` for any operands (x may be a Python number when y is a Tensor)."""
+    """``op(x, y)`` for any operands (x may be a Python number when y is a Tensor); of a
+    unary op, ``y`` and ``c2`` are its constants (clamp's bounds, logit's)."""
     operands = (x,) if op.arity == 1 else (x, y)
     for v in operands:
         if v.__class__ is not Tensor and not isinstance(v, _NUMBERS):
@@ -164,10 +166,9 @@ def _general(op, x, y=None, c2=0.0):
     vals = [(_value if rd.is_floating_point else _integer)(v, rd.np) for v in operands]
     shapes = [np.shape(v) for v in vals if v.__class__ is not float and not isinstance(v, (int, bool))]
     out_shape = shapes[0] if len(shapes) == 1 else broadcast_shape(*shapes) if shapes else ()
-    if op.name == "clamp":
-        lo = -math.inf if y is None else y
-        r = op.np_fwd(vals[0], lo, c2) if not rd.is_floating_point else \
-            ew_map(CODE["clamp"], vals[0], lo, c2)
+    if op.arity == 1 and y is not None:
+        r = op.np_fwd(vals[0], y, c2) if not rd.is_floating_point else \
+            ew_map(CODE[op.name], vals[0], y, c2)
     elif not rd.is_floating_point or op.exact:
         with np.errstate(over="ignore"):     # (int64's lowest // -1: itself, as PyTorch)
             r = op.np_fwd(*vals)
@@ -193,8 +194,8 @@ def _general(op, x, y=None, c2=0.0):
             ib = broadcast_to(t, buf(t, y, "other" in saves), vals[1], out_shape)
         else:
             c = float(y)
-    elif op.name == "clamp":
-        c = -math.inf if y is None else float(y)
+    elif y is not None:
+        c = float(y)
     i = t.append(CODE[op.name], ia, ib, r, c=c, c2=c2)
     return _result(_norm(r), t, i, requires_grad(*operands))
 
@@ -633,7 +634,8 @@ def clamp(input, min=None, max=None):
         rd = result_dtype(input, *(b for b in (min, max) if b is not None))
         if rd is not input.dtype:            # an integer tensor, a float bound: as PyTorch
             input = input.to(rd)
-    return _general(BY_NAME["clamp"], input, min, math.inf if max is None else float(max))
+    return _general(BY_NAME["clamp"], input, -math.inf if min is None else min,
+                    math.inf if max is None else float(max))
 
 
 def _clamp_tensors(input, lo, hi):
@@ -666,22 +668,14 @@ def _clamp_tensors(input, lo, hi):
 
 
 def logit(input, eps=None):
-    """log(x / (1 - x)).  With ``eps``, of x clamped as PyTorch's logit clamps it (eps
-    below eps, else 1 - eps above 1 - eps, both in x's dtype; nan kept), and its gradient
-    is 0 outside [eps, 1 - eps] (the ends in): clamp's."""
-    if eps is None:
+    """log(x / (1 - x)).  With ``eps`` (not negative), of x clamped as PyTorch's logit
+    clamps it, to [eps, 1 - eps] in x's dtype: the table op's constants (its rules)."""
+    if eps is None or eps < 0:
         return _logit(input)
     if not input.dtype.is_floating_point:
         input = input.to(dtypes.get_default_dtype())
     lo = input.dtype.np.type(eps)
-    hi = float(input.dtype.np.type(1) - lo)
-    lo = float(lo)
-
-    def body():
-        if lo <= hi:
-            return _logit(clamp(input, lo, hi))
-        return _logit(where(input < lo, lo, clamp(input, hi, hi)))   # (eps > 0.5)
-    return composite("LogitBackward0", body, input)
+    return _general(BY_NAME["logit"], input, float(lo), float(input.dtype.np.type(1) - lo))
 
 
 FUNCTIONS["logit"] = logit

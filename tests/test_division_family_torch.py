@@ -323,15 +323,32 @@ LOGIT_X = np.array([0.0, -0.0, 0.1, 0.2, 0.5, 0.8, 0.9, 1.0, -0.5, 1.5, INF, -IN
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-@pytest.mark.parametrize("eps", [0.1, 0.2, 0.0, 0.5, 0.6, 1e-6])
+@pytest.mark.parametrize("eps", [0.1, 0.2, 0.0, 0.5, 0.6, 1e-6, -0.1])
 def test_logit_eps(eps, dtype):
-    """Clamped as PyTorch clamps, gradient 0 outside [eps, 1 - eps], its ends included.
-    (eps 0 leaves -0.0 in, where PyTorch's gradient's sign depends on the tensor's
-    length: docs/API.md.)"""
-    x = LOGIT_X[LOGIT_X != 0] if eps == 0 else LOGIT_X
+    """Clamped as PyTorch clamps, gradient 0 outside [eps, 1 - eps], its ends included; a
+    negative eps is none (nan outside [0, 1]: it was 0).  (eps 0 or none leaves -0.0 in,
+    where PyTorch's gradient's sign depends on the tensor's length: docs/API.md.)"""
+    x = LOGIT_X[LOGIT_X != 0] if eps <= 0 else LOGIT_X
     rtol = 1e-6 if dtype == "float32" else 1e-15
     _same(lambda m, x: m.logit(x, eps=eps), _floats(dtype, x), rtol)
     _same(lambda m, x: x.logit(eps), _floats(dtype, x), rtol)
+
+
+@pytest.mark.parametrize("eps", [None, 0.1, 0.0, 0.6, 0.5])
+def test_logit_second_derivative(eps):
+    """PyTorch's create_graph gradient of logit is a where of the slope at x (0, or nan
+    without eps, outside [eps, 1 - eps]): its gradient is 0 times the slope's there, nan
+    at 0, 1, inf and nan, 0 elsewhere (0.05 with eps 0.1).  tapegrad's was 0 outside
+    (the gradient of clamp's mask); both derivatives are PyTorch's now, nan included."""
+    x0 = np.concatenate([LOGIT_X[LOGIT_X != 0], [0.0, 0.05, 0.3, 1.2, NAN]])
+
+    def f(m):
+        x = m.tensor(x0, requires_grad=True)
+        g, = m.autograd.grad(m.logit(x, eps).sum(), x, create_graph=True)
+        gg, = m.autograd.grad((g * m.tensor(np.arange(1.0, len(x0) + 1))).sum(), x)
+        return g.detach().numpy(), gg.numpy()
+    for got, want in zip(f(tg), f(torch)):
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
 
 
 def test_logit_eps_forms():

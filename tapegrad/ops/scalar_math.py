@@ -140,12 +140,35 @@ def sinc_grad(x, g):
     return g * (p * math.cos(p) - math.sin(p)) / s
 
 
-def logit_grad(x, g):
-    """g / (x (1 - x)): nan outside [0, 1], g * inf at its ends (PyTorch's
-    logit_backward without eps; abs makes -0.0's end +inf, as there)."""
-    if x < 0.0 or x > 1.0:
-        return math.nan
-    return g / abs(x * (1.0 - x))
+def logit(x, lo, hi):
+    """log(x / (1 - x)) of x clamped as PyTorch's logit with eps clamps it (``logit_in``)."""
+    z = logit_in(x, lo, hi)
+    return math.log(z / (1.0 - z))
+
+
+def logit_in(x, lo, hi):
+    """x clamped to [lo, hi] = [eps, 1 - eps] as PyTorch's logit with eps clamps it: lo
+    below lo, else hi above hi (nan kept).  Without eps lo = hi = 0 (which no eps gives:
+    eps 0 has hi 1): x itself."""
+    if hi == 0.0 and lo == 0.0:
+        return x
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+
+def logit_grad(x, g, lo, hi):
+    """PyTorch's logit_backward, g / (x (1 - x)) (abs makes -0.0's end +inf, as its scalar
+    kernel; no g * inf branch, whose derivative in g is nan): without eps (lo = hi = 0)
+    nan outside [0, 1]; with eps 0 outside [lo, hi], and at nan (its create_graph
+    gradient's, and its vectorised kernel's).  A ``where`` of the slope at x, as PyTorch's
+    create_graph gradient: a second derivative outside is 0 times the slope's (nan at 0,
+    1, inf and nan)."""
+    if hi == 0.0 and lo == 0.0:
+        return math.nan if x < 0.0 or x > 1.0 else g / abs(x * (1.0 - x))
+    return g / abs(x * (1.0 - x)) if x >= lo and x <= hi else 0.0
 
 
 def logaddexp(x, y):

@@ -167,7 +167,8 @@ OPS = (
     Op(26, "clamp", E, 1, "ClampBackward1", "sm.clamp(x, y, c2)", "g if x >= y and x <= c2 else 0.0",
        saves=("self",), np_fwd=np.clip, int_closed=True, aliases=("clip",)),
     Op(27, "sinc", E, 1, "SincBackward0", "sm.sinc(x)", "sm.sinc_grad(x, g)", saves=("self",)),
-    Op(28, "logit", E, 1, "LogitBackward0", "math.log(x / (1.0 - x))", "sm.logit_grad(x, g)",
+    # (y, c2: [eps, 1 - eps] of PyTorch's logit with eps, in x's dtype; 0, 0 without)
+    Op(28, "logit", E, 1, "LogitBackward0", "sm.logit(x, y, c2)", "sm.logit_grad(x, g, y, c2)",
        saves=("self",), domain=(0.05, 0.95)),
     Op(29, "hypot", E, 2, "HypotBackward0", "math.hypot(x, y)", "g * x / r", "g * y / r",
        ("self", "other", "result"), py=math.hypot, commutes=True),
