@@ -291,6 +291,25 @@ def test_factory_errors_are_pytorchs(torch_float64, src):
     same(src)
 
 
+# max_pool2d reads its sizes as C ints (past int32: PyTorch's RuntimeError; it computed),
+# max_pool1d and conv as int64s; past int64 every one is PyTorch's ValueError (it was
+# OverflowError)
+POOL_SIZES = [
+    f"m.nn.functional.{f}(m.ones(1, 1, 4, 4){a}, {args})"
+    for f, a in [("max_pool2d", ", 2"), ("max_pool1d", "[0], 2"),
+                 ("conv2d", ", m.ones(1, 1, 2, 2)")]
+    for args in ["stride=2 ** 31", "stride=2 ** 40", "stride=2 ** 62", "stride=2 ** 63",
+                 "stride=-2 ** 63 - 1", "stride=2 ** 64"]] + [
+    f"m.nn.functional.max_pool2d(m.ones(1, 1, 4, 4), {args})"
+    for args in ["2 ** 40", "2, padding=2 ** 62", "2, dilation=-2 ** 63 - 1", "2, 2 ** 64",
+                 "2, stride=(1, 2 ** 31 - 1)", "2, stride=(1, -2 ** 31 - 1)"]]
+
+
+@pytest.mark.parametrize("src", POOL_SIZES)
+def test_pooling_sizes_past_c_ints(torch_float64, src):
+    same(src)
+
+
 @pytest.mark.parametrize("x", ["[0.0, -2.0, 3.0]", "[[0.0, 1.0], [float('inf'), 0.0]]", "1.5"])
 def test_norm_of_order_0_counts_the_nonzeros(torch_float64, x):
     same(f"m.tensor({x}).norm(0)")

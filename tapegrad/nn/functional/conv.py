@@ -29,8 +29,12 @@ def _tuple(value, n, name):
             raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} "
                                f"values to match the convolution dimensions, but got "
                                f"{name}={list(value)}")
-        return tuple(int(v) for v in value)
-    return (int(value),) * n
+        value = tuple(int(v) for v in value)
+    else:
+        value = (int(value),) * n
+    if any(not -2 ** 63 <= v < 2 ** 63 for v in value):
+        raise ValueError("Overflow when unpacking long long")       # (PyTorch reads int64s)
+    return value
 
 
 def _source(coord, size, mode):

@@ -45,14 +45,17 @@ def _pool_index(planes, spatial, kernel, stride, dilation, padding, out):
     return idx, win, pads
 
 
-def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode):
+def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, c_int=False):
     """Max pooling over the last ``nd`` dims of an (N, C, *spatial) or (C, *spatial)
-    input: (values, indices) with indices the flat spatial offsets of the winners."""
+    input: (values, indices) with indices the flat spatial offsets of the winners.
+    ``c_int``: the sizes are C ints, as max_pool2d's (max_pool1d's are int64s)."""
     kernel = _tuple(kernel_size, nd, "kernel_size")
     stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) \
         else _tuple(stride, nd, "stride")
     padding = _tuple(padding, nd, "padding")
     dilation = _tuple(dilation, nd, "dilation")
+    if c_int and any(not -2 ** 31 <= v < 2 ** 31 for v in kernel + stride + padding + dilation):
+        raise RuntimeError("value cannot be converted to type int without overflow")
     if any(k <= 0 for k in kernel):
         raise RuntimeError(f"kernel size should be greater than zero, but got kernel_size="
                            f"{kernel}")
@@ -118,7 +121,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                return_indices=False):
     """PyTorch's ``F.max_pool2d`` over an (N, C, H, W) or (C, H, W) input."""
     _check_dims(2, "max_pool2d", input)
-    values, indices = _max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode)
+    values, indices = _max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode,
+                                True)
     return (values, indices) if return_indices else values
 
 
